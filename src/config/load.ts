@@ -1,0 +1,192 @@
+/**
+ * Reads the configuration file: YAML 1.2 (core schema, unique keys, bounded aliases), then the
+ * schema. Every problem is reported at once, each with its line and column.
+ */
+import { readFile } from "node:fs/promises";
+import { isMap, isScalar, LineCounter, parseDocument, type Document, type Node } from "yaml";
+import type { z } from "zod";
+import { FileSchema, type FileConfig } from "./schema.js";
+
+/** One problem in the configuration file, at a line and column (both from 1). */
+export interface ConfigProblem {
+  readonly line: number;
+  readonly col: number;
+  readonly message: string;
+}
+
+/** The configuration could not be used; `problems` lists every reason. */
+export class ConfigError extends Error {
+  readonly code = "invalid_config";
+  constructor(
+    readonly file: string,
+    readonly problems: readonly ConfigProblem[],
+  ) {
+    super(problems.map((p) => `${file}:${p.line}:${p.col} ${p.message}`).join("\n"));
+    this.name = "ConfigError";
+  }
+}
+
+/** A parsed file: its validated content, and a way to place later problems (secrets, keys) in it. */
+export interface ParsedConfig {
+  readonly file: FileConfig;
+  readonly locate: (path: readonly PropertyKey[]) => { line: number; col: number };
+}
+
+/** Reads and validates `path`; throws ConfigError with every problem found. */
+export async function readConfigFile(path: string): Promise<ParsedConfig & { text: string }> {
+  let text: string;
+  try {
+    text = await readFile(path, "utf8");
+  } catch (error) {
+    const reason = (error as NodeJS.ErrnoException).code ?? String(error);
+    throw new ConfigError(path, [{ line: 1, col: 1, message: `cannot be read (${reason})` }]);
+  }
+  return { ...parseConfigText(text, path), text };
+}
+
+/** Parses and validates configuration text; `name` is used in error messages. */
+export function parseConfigText(text: string, name: string): ParsedConfig {
+  const lineCounter = new LineCounter();
+  const doc = parseDocument(text, {
+    lineCounter,
+    uniqueKeys: true,
+    prettyErrors: false,
+    strict: true,
+  });
+  const at = (offset: number) => lineCounter.linePos(offset);
+  const locate = (path: readonly PropertyKey[]) => at(offsetOf(doc, path));
+
+  if (doc.errors.length > 0) {
+    throw new ConfigError(
+      name,
+      doc.errors.map((e) => ({ ...at(e.pos[0]), message: yamlMessage(e.code, e.message) })),
+    );
+  }
+  let data: unknown;
+  try {
+    data = doc.toJS({ maxAliasCount: 100 });
+  } catch (error) {
+    throw new ConfigError(name, [{ line: 1, col: 1, message: (error as Error).message }]);
+  }
+  if (data === null || data === undefined) data = {};
+  const result = FileSchema.safeParse(data, { reportInput: true });
+  if (!result.success) {
+    const problems = result.error.issues.flatMap((issue) => describeIssue(issue, doc, at));
+    problems.sort((a, b) => a.line - b.line || a.col - b.col);
+    throw new ConfigError(name, problems);
+  }
+  return { file: result.data, locate };
+}
+
+function yamlMessage(code: string, message: string): string {
+  const first = (message.split("\n")[0] ?? message).replace(/ at line \d+, column \d+:?$/, "");
+  if (code === "DUPLICATE_KEY") return "duplicate key: each key may appear only once in a mapping";
+  return `YAML: ${first}`;
+}
+
+type Position = { line: number; col: number };
+
+function describeIssue(
+  issue: z.core.$ZodIssue,
+  doc: Document,
+  at: (offset: number) => Position,
+): ConfigProblem[] {
+  const path = issue.path;
+  if (issue.code === "unrecognized_keys") {
+    return issue.keys.map((key) => ({
+      ...at(keyOffset(doc, path, key)),
+      message: `${where([...path, key])}: unknown key${suggestion(key, allowedKeys(path))}`,
+    }));
+  }
+  if (issue.code === "invalid_type" && issue.input === undefined) {
+    return [{ ...at(offsetOf(doc, path)), message: `${where(path)}: ${missing(issue.message)}` }];
+  }
+  return [{ ...at(offsetOf(doc, path)), message: `${where(path)}: ${issue.message}` }];
+}
+
+function missing(message: string): string {
+  return message.startsWith("is required") ? message : "is required";
+}
+
+function where(path: readonly PropertyKey[]): string {
+  if (path.length === 0) return "(top level)";
+  return path
+    .map((p, i) => (typeof p === "number" ? `[${p}]` : i === 0 ? String(p) : `.${String(p)}`))
+    .join("");
+}
+
+function suggestion(key: string, allowed: readonly string[]): string {
+  if (allowed.length === 0) return "";
+  const close = allowed
+    .map((a) => ({ a, d: editDistance(key.toLowerCase(), a) }))
+    .filter(({ d }) => d <= 2)
+    .sort((x, y) => x.d - y.d)[0];
+  const hint = close ? `; did you mean "${close.a}"?` : "";
+  return `${hint} (allowed here: ${allowed.join(", ")})`;
+}
+
+function editDistance(a: string, b: string): number {
+  const row = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    let diagonal = row[0] as number;
+    row[0] = i;
+    for (let j = 1; j <= b.length; j++) {
+      const above = row[j] as number;
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      row[j] = Math.min(above + 1, (row[j - 1] as number) + 1, diagonal + cost);
+      diagonal = above;
+    }
+  }
+  return row[b.length] as number;
+}
+
+/** The keys the schema allows at an object path (array indexes and record names are stepped over). */
+function allowedKeys(path: readonly PropertyKey[]): string[] {
+  let schema: z.core.$ZodType = FileSchema;
+  for (const step of [...path, null]) {
+    schema = unwrap(schema);
+    const def = schema._zod.def as unknown as Record<string, unknown>;
+    if (step === null) {
+      return def.type === "object" ? Object.keys(def.shape as object) : [];
+    }
+    if (def.type === "object")
+      schema = (def.shape as Record<string, z.core.$ZodType>)[String(step)] as z.core.$ZodType;
+    else if (def.type === "array") schema = def.element as z.core.$ZodType;
+    else if (def.type === "record") schema = def.valueType as z.core.$ZodType;
+    else return [];
+    if (schema === undefined) return [];
+  }
+  return [];
+}
+
+function unwrap(schema: z.core.$ZodType): z.core.$ZodType {
+  let current = schema;
+  for (;;) {
+    const def = current._zod.def as unknown as Record<string, unknown>;
+    if (def.innerType !== undefined) current = def.innerType as z.core.$ZodType;
+    else if (def.type === "pipe") current = def.in as z.core.$ZodType;
+    else return current;
+  }
+}
+
+/** Offset of the deepest node that exists along `path` (the value itself when present). */
+function offsetOf(doc: Document, path: readonly PropertyKey[]): number {
+  for (let depth = path.length; depth >= 0; depth--) {
+    const node = doc.getIn(path.slice(0, depth) as unknown[], true) as Node | undefined;
+    if (node?.range) return node.range[0];
+  }
+  return 0;
+}
+
+/** Offset of `key` itself inside the mapping at `path`. */
+function keyOffset(doc: Document, path: readonly PropertyKey[], key: string): number {
+  const map = path.length === 0 ? doc.contents : doc.getIn(path as unknown[], true);
+  if (isMap(map)) {
+    for (const pair of map.items) {
+      if (isScalar(pair.key) && String(pair.key.value) === key && pair.key.range) {
+        return pair.key.range[0];
+      }
+    }
+  }
+  return offsetOf(doc, path);
+}

@@ -1,0 +1,135 @@
+/**
+ * From a validated file to one frozen snapshot: secrets resolved, keys imported, routes compiled,
+ * durations in milliseconds. This is the only step of loading with I/O besides reading the file.
+ */
+import { createHash } from "node:crypto";
+import { BlockList, isIPv4 } from "node:net";
+import { dirname, resolve } from "node:path";
+import { ConfigError, readConfigFile, type ConfigProblem, type ParsedConfig } from "./load.js";
+import { durationMs } from "./duration.js";
+import type { FileConfig } from "./schema.js";
+import { compileRoutes, type RouteTable } from "../routes/table.js";
+
+/** A listening address. */
+export interface HostPort {
+  readonly host: string;
+  readonly port: number;
+}
+
+/** Upstream settings, ready for the forwarder. */
+export interface UpstreamSettings {
+  readonly url: URL;
+  readonly timeoutMs: number;
+  readonly maxSockets: number;
+  /** Lower-case name of the header carrying the client id. */
+  readonly identityHeader: string;
+  readonly forwardAuthorization: boolean;
+}
+
+/** One loaded configuration; requests take it once and use it throughout. */
+export interface Snapshot {
+  readonly file: FileConfig;
+  /** The config path as given on the command line. */
+  readonly source: string;
+  /** Relative paths in the file are resolved from here. */
+  readonly baseDir: string;
+  /** sha256 of the file's text, hex. */
+  readonly hash: string;
+  readonly listen: HostPort;
+  readonly adminListen: HostPort;
+  /** null when no proxy is trusted. */
+  readonly trustedProxies: BlockList | null;
+  readonly upstream: UpstreamSettings;
+  readonly routes: RouteTable;
+  readonly health: { readonly liveness: string; readonly readiness: string };
+  readonly shutdown: { readonly delayMs: number; readonly graceMs: number };
+}
+
+/** Where a problem found while building lies in the file, and what it is. */
+export interface BuildProblem {
+  readonly path: readonly PropertyKey[];
+  readonly message: string;
+}
+
+/** What building a snapshot may read besides the file: the environment. */
+export interface BuildOptions {
+  readonly env: NodeJS.ProcessEnv;
+}
+
+/** Reads, validates and builds the snapshot for `path`; throws ConfigError listing every problem. */
+export async function loadSnapshot(path: string, options: BuildOptions): Promise<Snapshot> {
+  const parsed = await readConfigFile(path);
+  return buildSnapshot(parsed, { ...options, source: path, text: parsed.text });
+}
+
+/** Builds a snapshot from a parsed file. */
+export async function buildSnapshot(
+  parsed: ParsedConfig,
+  options: BuildOptions & { readonly source: string; readonly text: string },
+): Promise<Snapshot> {
+  const { file } = parsed;
+  const problems: BuildProblem[] = [];
+  const baseDir = dirname(resolve(options.source));
+  const snapshot: Snapshot = {
+    file: deepFreeze(file),
+    source: options.source,
+    baseDir,
+    hash: createHash("sha256").update(options.text).digest("hex"),
+    listen: hostPort(file.listen),
+    adminListen: hostPort(file.admin_listen),
+    trustedProxies: trustedProxies(file.trusted_proxies),
+    upstream: {
+      url: new URL(file.upstream.url),
+      timeoutMs: durationMs(file.upstream.timeout),
+      maxSockets: file.upstream.max_sockets,
+      identityHeader: file.upstream.identity_header.toLowerCase(),
+      forwardAuthorization: file.upstream.forward_authorization,
+    },
+    routes: compileRoutes(file.routes),
+    health: { liveness: file.health.liveness_path, readiness: file.health.readiness_path },
+    shutdown: {
+      delayMs: durationMs(file.shutdown.delay),
+      graceMs: durationMs(file.shutdown.grace),
+    },
+  };
+  if (problems.length > 0) {
+    throw new ConfigError(
+      options.source,
+      problems.map((p) => locateProblem(parsed, p)),
+    );
+  }
+  return deepFreeze(snapshot);
+}
+
+function locateProblem(parsed: ParsedConfig, problem: BuildProblem): ConfigProblem {
+  return { ...parsed.locate(problem.path), message: problem.message };
+}
+
+/** Splits HOST:PORT (IPv6 in brackets); the schema has already checked the form. */
+export function hostPort(text: string): HostPort {
+  const colon = text.lastIndexOf(":");
+  const host = text.slice(0, colon).replace(/^\[(.*)\]$/, "$1");
+  return { host, port: Number(text.slice(colon + 1)) };
+}
+
+function trustedProxies(cidrs: readonly string[]): BlockList | null {
+  if (cidrs.length === 0) return null;
+  const list = new BlockList();
+  for (const entry of cidrs) {
+    const [address = "", bits] = entry.split("/");
+    const type = isIPv4(address) ? "ipv4" : "ipv6";
+    if (bits === undefined) list.addAddress(address, type);
+    else list.addSubnet(address, Number(bits), type);
+  }
+  return list;
+}
+
+function deepFreeze<T>(value: T): T {
+  if (value !== null && typeof value === "object" && !Object.isFrozen(value)) {
+    if (value instanceof BlockList || value instanceof URL || value instanceof RegExp) return value;
+    if (ArrayBuffer.isView(value)) return value;
+    Object.freeze(value);
+    for (const key of Object.keys(value)) deepFreeze((value as Record<string, unknown>)[key]);
+  }
+  return value;
+}

@@ -1,0 +1,163 @@
+/**
+ * Holds what the running proxy uses (a snapshot and what is built from it) and swaps it whole on
+ * reload, or changes nothing (envoyproxy/ratelimit `SetConfig`). Reloads come from SIGHUP and from
+ * watching the config file's folder, which also sees a Kubernetes ConfigMap's `..data` symlink swap.
+ */
+import { watch, type FSWatcher } from "node:fs";
+import { readFile } from "node:fs/promises";
+import { createHash } from "node:crypto";
+import { dirname, resolve } from "node:path";
+import type { Logger } from "pino";
+import type { Metrics } from "../metrics.js";
+import { ConfigError } from "./load.js";
+import { loadSnapshot, type Snapshot } from "./snapshot.js";
+
+/** How a reload ended. */
+export type ReloadResult = "success" | "failure" | "unchanged";
+
+/** What the store needs to build and report. */
+export interface ConfigStoreOptions<T extends { readonly config: Snapshot }> {
+  readonly path: string;
+  readonly env: NodeJS.ProcessEnv;
+  readonly log: Logger;
+  readonly metrics: Metrics;
+  /** The first, already loaded runtime. */
+  readonly initial: T;
+  /** Builds the runtime for a new snapshot; may reuse parts of the previous one. */
+  readonly prepare: (config: Snapshot, previous: T) => T;
+  /** Called after a swap with the runtime that was replaced. */
+  readonly onSwap?: (previous: T, next: T) => void;
+}
+
+/** The runtime in force, swapped atomically. */
+export interface ConfigStore<T> {
+  readonly current: T;
+  /** Re-reads the file; keeps the current runtime when the file is invalid. */
+  reload(trigger: string): Promise<ReloadResult>;
+  /** Starts watching the file's folder. */
+  watch(): void;
+  close(): void;
+}
+
+const DEBOUNCE_MS = 150;
+const REARM_MS = 1000;
+
+/** Creates the store around an already loaded runtime. */
+export function createConfigStore<T extends { readonly config: Snapshot }>(
+  options: ConfigStoreOptions<T>,
+): ConfigStore<T> {
+  const { log, metrics } = options;
+  let current = options.initial;
+  let running: Promise<ReloadResult> | undefined;
+  let again = false;
+  let watcher: FSWatcher | undefined;
+  let debounce: NodeJS.Timeout | undefined;
+  let rearm: NodeJS.Timeout | undefined;
+  let closed = false;
+  metrics.configHash.set({ hash: current.config.hash }, 1);
+
+  async function reloadOnce(trigger: string): Promise<ReloadResult> {
+    let config: Snapshot;
+    try {
+      config = await loadSnapshot(options.path, { env: options.env });
+    } catch (error) {
+      metrics.configReloads.inc({ result: "failure" });
+      const problems = error instanceof ConfigError ? error.message.split("\n") : [String(error)];
+      log.error({ trigger, problems }, "config reload failed; the running config stays in force");
+      return "failure";
+    }
+    if (config.hash === current.config.hash) {
+      metrics.configReloads.inc({ result: "unchanged" });
+      return "unchanged";
+    }
+    let next: T;
+    try {
+      next = options.prepare(config, current);
+    } catch (error) {
+      metrics.configReloads.inc({ result: "failure" });
+      log.error({ trigger, err: error }, "config reload failed; the running config stays in force");
+      return "failure";
+    }
+    const previous = current;
+    current = next;
+    metrics.configHash.reset();
+    metrics.configHash.set({ hash: config.hash }, 1);
+    metrics.configReloads.inc({ result: "success" });
+    options.onSwap?.(previous, next);
+    log.info({ trigger, hash: config.hash }, "config reloaded");
+    return "success";
+  }
+
+  // One reload at a time; a trigger during a reload runs one more afterwards.
+  function reload(trigger: string): Promise<ReloadResult> {
+    if (running !== undefined) {
+      again = true;
+      return running;
+    }
+    running = reloadOnce(trigger).finally(() => {
+      running = undefined;
+      if (again && !closed) {
+        again = false;
+        void reload(trigger);
+      }
+    });
+    return running;
+  }
+
+  const file = resolve(options.path);
+  const folder = dirname(file);
+
+  function scheduleReload(): void {
+    clearTimeout(debounce);
+    debounce = setTimeout(() => void reloadIfChanged(), DEBOUNCE_MS);
+    debounce.unref();
+  }
+
+  // Editors and ConfigMaps fire several events per change; reload only when the bytes differ.
+  async function reloadIfChanged(): Promise<void> {
+    try {
+      const text = await readFile(file);
+      if (createHash("sha256").update(text).digest("hex") === current.config.hash) return;
+    } catch {
+      // A file caught mid-replacement is missing for a moment; the next event (or rearm) retries.
+    }
+    await reload("file change");
+  }
+
+  function startWatching(): void {
+    if (closed) return;
+    try {
+      watcher = watch(folder, { persistent: false }, () => scheduleReload());
+      watcher.on("error", () => restartWatching());
+    } catch (error) {
+      log.warn({ err: error, folder }, "cannot watch the config folder; retrying");
+      restartWatching();
+    }
+  }
+
+  // The folder itself may be replaced (IN_DELETE_SELF): watch it again, then check for a change.
+  function restartWatching(): void {
+    watcher?.close();
+    watcher = undefined;
+    clearTimeout(rearm);
+    rearm = setTimeout(() => {
+      startWatching();
+      scheduleReload();
+    }, REARM_MS);
+    rearm.unref();
+  }
+
+  return {
+    get current() {
+      return current;
+    },
+    reload,
+    watch: startWatching,
+    close() {
+      closed = true;
+      watcher?.close();
+      clearTimeout(debounce);
+      clearTimeout(rearm);
+    },
+  };
+}

@@ -1,0 +1,44 @@
+/** The client's address: the socket peer, or through trusted proxies the rightmost untrusted hop. */
+import { isIPv4, isIPv6, type BlockList } from "node:net";
+import type { IncomingMessage } from "node:http";
+
+/** Folds IPv4-mapped IPv6 (`::ffff:203.0.113.7`) to IPv4 so both spellings are one client. */
+export function normalizeAddress(address: string): string {
+  if (
+    address.length > 7 &&
+    address.slice(0, 7).toLowerCase() === "::ffff:" &&
+    isIPv4(address.slice(7))
+  ) {
+    return address.slice(7);
+  }
+  return address;
+}
+
+function isTrusted(list: BlockList, address: string): boolean {
+  if (isIPv4(address)) return list.check(address, "ipv4");
+  if (isIPv6(address)) return list.check(address, "ipv6");
+  return false;
+}
+
+/** The peer address of the connection, IPv4-mapped addresses folded. */
+export function peerAddress(req: IncomingMessage): string {
+  return normalizeAddress(req.socket.remoteAddress ?? "");
+}
+
+/**
+ * The client address (nginx `real_ip_recursive on`, Envoy `xff_num_trusted_hops`): when the peer is
+ * a trusted proxy, walk X-Forwarded-For from the right and take the first untrusted hop.
+ */
+export function clientAddress(req: IncomingMessage, trusted: BlockList | null): string {
+  const peer = peerAddress(req);
+  if (trusted === null || !isTrusted(trusted, peer)) return peer;
+  const forwarded = req.headers["x-forwarded-for"];
+  if (typeof forwarded !== "string") return peer;
+  const hops = forwarded.split(",");
+  for (let i = hops.length - 1; i >= 0; i--) {
+    const hop = normalizeAddress((hops[i] as string).trim());
+    if (!isIPv4(hop) && !isIPv6(hop)) return peer;
+    if (!isTrusted(trusted, hop)) return hop;
+  }
+  return normalizeAddress((hops[0] as string).trim());
+}

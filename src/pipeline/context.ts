@@ -1,0 +1,56 @@
+/** The per-request context that stages read facts from and add facts to. */
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { Snapshot } from "../config/snapshot.js";
+import type { Route } from "../routes/table.js";
+
+/** An answer gatehouse gives itself; `body` is sent as JSON unless it is a string or Buffer. */
+export interface Reply {
+  readonly status: number;
+  readonly headers?: Readonly<Record<string, string>>;
+  readonly body?: unknown;
+}
+
+/** Returned by a stage that has taken over the response (the forward stage). */
+export const HANDLED: unique symbol = Symbol("handled");
+
+/** What a stage decides: continue (undefined), answer now (Reply), or it answers itself (HANDLED). */
+export type Outcome = Reply | typeof HANDLED | undefined;
+
+/** One step of the request path. */
+export type Stage = (ctx: RequestContext) => Outcome | Promise<Outcome>;
+
+/** Facts about one request, written by the stages in order. */
+export interface RequestContext {
+  readonly req: IncomingMessage;
+  readonly res: ServerResponse;
+  /** The config snapshot taken when the request arrived; used throughout the request. */
+  readonly config: Snapshot;
+  /** performance.now() at arrival. */
+  readonly startedAt: number;
+  requestId: string;
+  /** The canonical path (set by the canonical-path stage). */
+  path: string;
+  /** The raw query without `?`, or null when the target had none. */
+  query: string | null;
+  route: Route | undefined;
+  /** The authenticated client id. */
+  clientId: string | undefined;
+  /** Headers that every response to this request carries, by lower-case name. */
+  readonly responseHeaders: Record<string, string>;
+  /** The limit decision for logs and metrics: none (the limiter was not consulted), allowed, ... */
+  decision: string;
+  /** Milliseconds until the upstream's response headers, when the request was forwarded. */
+  upstreamMs: number | undefined;
+}
+
+/** A JSON error reply: `{"error": code, "message": message}`. */
+export function errorReply(
+  status: number,
+  code: string,
+  message: string,
+  headers?: Readonly<Record<string, string>>,
+): Reply {
+  return headers === undefined
+    ? { status, body: { error: code, message } }
+    : { status, headers, body: { error: code, message } };
+}

@@ -1,0 +1,38 @@
+/**
+ * The request path, top to bottom: this list is what gatehouse does to a request. Each stage
+ * either adds facts to the context and lets the next one run, or answers.
+ */
+import type { Snapshot } from "../config/snapshot.js";
+import { createCanonicalPathStage } from "../stages/canonical-path.js";
+import { createForwardStage } from "../stages/forward.js";
+import { createFramingStage } from "../stages/framing.js";
+import { createHealthStage } from "../stages/health.js";
+import { createRequestIdStage } from "../stages/request-id.js";
+import { createRouteStage } from "../stages/route.js";
+import type { Forwarder } from "../upstream/forwarder.js";
+import type { Stage } from "./context.js";
+import type { Services } from "./services.js";
+
+/** What the stages are built with besides the snapshot. */
+export interface PipelineDeps {
+  readonly services: Services;
+  readonly forwarder: Forwarder;
+}
+
+/** Builds the ordered stages for one config snapshot. */
+export function buildStages(config: Snapshot, deps: PipelineDeps): readonly Stage[] {
+  const { services } = deps;
+  return Object.freeze([
+    // First, so that every answer (a 400 too) carries X-Request-Id.
+    createRequestIdStage(services.newId),
+    // SPEC §6: framing checks (two Host lines) come before anything reads the request.
+    createFramingStage(),
+    // The path is canonicalised once; every later stage and the upstream see the same string.
+    createCanonicalPathStage(),
+    // gatehouse's own paths: answered here, never forwarded, never counted.
+    createHealthStage(config.health, services.lifecycle),
+    // The allowlist: 404 and 405 never reach the limiter.
+    createRouteStage(config.routes),
+    createForwardStage(config.upstream, config.trustedProxies, deps.forwarder),
+  ]);
+}

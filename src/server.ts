@@ -1,0 +1,248 @@
+/**
+ * Starts gatehouse: the public listener running the pipeline, the admin listener serving /metrics,
+ * config reloads and graceful shutdown. No module state: tests start several in one process.
+ */
+import { randomUUID } from "node:crypto";
+import {
+  createServer as createHttpServer,
+  type IncomingMessage,
+  type Server,
+  type ServerResponse,
+} from "node:http";
+import type { AddressInfo } from "node:net";
+import { performance } from "node:perf_hooks";
+import type { Logger } from "pino";
+import { loadSnapshot, type Snapshot } from "./config/snapshot.js";
+import { createConfigStore, type ConfigStore, type ReloadResult } from "./config/store.js";
+import { createLogger } from "./log.js";
+import { createMetrics, type Metrics } from "./metrics.js";
+import type { RequestContext, Stage } from "./pipeline/context.js";
+import { runPipeline } from "./pipeline/runner.js";
+import type { Lifecycle, Services } from "./pipeline/services.js";
+import { buildStages } from "./pipeline/stages.js";
+import { createForwarder, forwarderKey, type Forwarder } from "./upstream/forwarder.js";
+
+/** What one config snapshot runs with. */
+interface Runtime {
+  readonly config: Snapshot;
+  readonly stages: readonly Stage[];
+  readonly forwarder: Forwarder;
+}
+
+/** How to start gatehouse; everything but the config path has a default. */
+export interface StartOptions {
+  readonly configPath: string;
+  readonly env?: NodeJS.ProcessEnv;
+  /** Overrides the logger (tests pass one writing to a buffer). */
+  readonly log?: Logger;
+  readonly now?: () => number;
+  readonly newId?: () => string;
+  /** Overrides `listen` and `admin_listen` (tests use port 0). */
+  readonly listen?: { readonly host: string; readonly port: number };
+  readonly adminListen?: { readonly host: string; readonly port: number };
+  /** Watch the config file for changes (default true). */
+  readonly watch?: boolean;
+}
+
+/** A running gatehouse. */
+export interface Gatehouse {
+  readonly address: AddressInfo;
+  readonly adminAddress: AddressInfo;
+  readonly log: Logger;
+  readonly metrics: Metrics;
+  /** The snapshot in force. */
+  config(): Snapshot;
+  reload(trigger?: string): Promise<ReloadResult>;
+  /** Graceful shutdown (SPEC §6): not ready, stop accepting after `delay`, drain up to `grace`. */
+  shutdown(): Promise<void>;
+}
+
+/** Loads the config (throwing ConfigError if invalid) and starts serving. */
+export async function startGatehouse(options: StartOptions): Promise<Gatehouse> {
+  const env = options.env ?? process.env;
+  const first = await loadSnapshot(options.configPath, { env });
+  const log = options.log ?? createLogger(first.file.logging.level);
+  const metrics = createMetrics();
+  let draining = false;
+  const lifecycle: Lifecycle = {
+    get draining() {
+      return draining;
+    },
+    ready: () => !draining,
+  };
+  const services: Services = {
+    log,
+    metrics,
+    now: options.now ?? Date.now,
+    newId: options.newId ?? randomUUID,
+    lifecycle,
+  };
+
+  const forwarders = new Map<string, Forwarder>();
+  const prepare = (config: Snapshot): Runtime => {
+    const key = forwarderKey(config.upstream);
+    let forwarder = forwarders.get(key);
+    if (forwarder === undefined) {
+      forwarder = createForwarder(config.upstream, services);
+      forwarders.set(key, forwarder);
+    }
+    return { config, forwarder, stages: buildStages(config, { services, forwarder }) };
+  };
+  const store: ConfigStore<Runtime> = createConfigStore<Runtime>({
+    path: options.configPath,
+    env,
+    log,
+    metrics,
+    initial: prepare(first),
+    prepare,
+    onSwap(previous, next) {
+      if (previous.forwarder !== next.forwarder) {
+        forwarders.delete(previous.forwarder.key);
+        previous.forwarder.retire();
+      }
+      log.level = next.config.file.logging.level;
+    },
+  });
+
+  let inFlight = 0;
+  let drained: (() => void) | undefined;
+  const handle = (req: IncomingMessage, res: ServerResponse): void => {
+    const runtime = store.current;
+    const ctx: RequestContext = {
+      req,
+      res,
+      config: runtime.config,
+      startedAt: performance.now(),
+      requestId: "",
+      path: "",
+      query: null,
+      route: undefined,
+      clientId: undefined,
+      responseHeaders: {},
+      decision: "none",
+      upstreamMs: undefined,
+    };
+    inFlight++;
+    res.once("close", () => {
+      inFlight--;
+      accessLog(ctx, log, metrics);
+      if (inFlight === 0) drained?.();
+    });
+    runPipeline(runtime.stages, ctx, services);
+  };
+
+  const server = createHttpServer({ headersTimeout: 15_000, keepAliveTimeout: 5_000 });
+  server.on("request", handle);
+  // With this listener Node does not answer `100 Continue` by itself: a request refused before
+  // its body is needed never invites the body (RFC 9110 §10.1.1).
+  server.on("checkContinue", handle);
+
+  const admin = createHttpServer((req, res) => {
+    if (req.method === "GET" && (req.url === "/metrics" || req.url?.startsWith("/metrics?"))) {
+      metrics.registry.metrics().then(
+        (text) => {
+          res.writeHead(200, { "content-type": metrics.registry.contentType });
+          res.end(text);
+        },
+        (error: unknown) => {
+          log.error({ err: error }, "metrics collection failed");
+          res.writeHead(500).end();
+        },
+      );
+      return;
+    }
+    res.writeHead(404, { "content-type": "application/json" });
+    res.end(
+      JSON.stringify({ error: "not_found", message: "the admin listener serves GET /metrics" }),
+    );
+  });
+
+  const listen = options.listen ?? first.listen;
+  const adminListen = options.adminListen ?? first.adminListen;
+  await listenOn(server, listen);
+  await listenOn(admin, adminListen);
+  if (options.watch !== false) store.watch();
+  log.info(
+    {
+      listen: server.address(),
+      admin: admin.address(),
+      upstream: first.upstream.url.href,
+      hash: first.hash,
+    },
+    "gatehouse listening",
+  );
+
+  let shutdownPromise: Promise<void> | undefined;
+  const shutdown = (): Promise<void> => {
+    shutdownPromise ??= (async () => {
+      const { delayMs, graceMs } = store.current.config.shutdown;
+      draining = true;
+      log.info({ delayMs, graceMs, inFlight }, "draining");
+      await sleep(delayMs);
+      store.close();
+      const closed = new Promise<void>((done) => server.close(() => done()));
+      server.closeIdleConnections();
+      const finished =
+        inFlight === 0 ? Promise.resolve() : new Promise<void>((done) => (drained = done));
+      const graceOver = await Promise.race([
+        finished.then(() => false),
+        sleep(graceMs).then(() => true),
+      ]);
+      if (graceOver) log.warn({ inFlight }, "grace period over; closing the remaining connections");
+      server.closeAllConnections();
+      await closed;
+      await new Promise<void>((done) => admin.close(() => done()));
+      admin.closeAllConnections();
+      for (const forwarder of forwarders.values()) forwarder.retire();
+      log.info("stopped");
+    })();
+    return shutdownPromise;
+  };
+
+  return {
+    address: server.address() as AddressInfo,
+    adminAddress: admin.address() as AddressInfo,
+    log,
+    metrics,
+    config: () => store.current.config,
+    reload: (trigger = "api") => store.reload(trigger),
+    shutdown,
+  };
+}
+
+function accessLog(ctx: RequestContext, log: Logger, metrics: Metrics): void {
+  const { res } = ctx;
+  const status = res.writableFinished ? res.statusCode : 499;
+  const durationMs = performance.now() - ctx.startedAt;
+  const route = ctx.route?.pattern ?? "-";
+  metrics.requests.inc({ route, status, decision: ctx.decision });
+  metrics.requestDuration.observe({ route }, durationMs / 1000);
+  log.info(
+    {
+      requestId: ctx.requestId,
+      method: ctx.req.method,
+      path: ctx.path,
+      route,
+      status,
+      durationMs: Math.round(durationMs * 100) / 100,
+      upstreamMs: ctx.upstreamMs === undefined ? undefined : Math.round(ctx.upstreamMs * 100) / 100,
+      clientId: ctx.clientId,
+      decision: ctx.decision,
+    },
+    "request",
+  );
+}
+
+function listenOn(server: Server, at: { host: string; port: number }): Promise<void> {
+  return new Promise((done, fail) => {
+    server.once("error", fail);
+    server.listen(at.port, at.host, () => {
+      server.off("error", fail);
+      done();
+    });
+  });
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((done) => setTimeout(done, ms));
+}

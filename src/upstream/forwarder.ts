@@ -1,0 +1,161 @@
+/**
+ * The connection to the upstream: one http-proxy-3 server and one keep-alive agent per upstream
+ * (url, pool size). Responses are written here so hop-by-hop fields can be removed and
+ * gatehouse's own headers added before anything reaches the client.
+ */
+import {
+  Agent as HttpAgent,
+  type ClientRequest,
+  type IncomingMessage,
+  type ServerResponse,
+} from "node:http";
+import { Agent as HttpsAgent } from "node:https";
+import type { Socket } from "node:net";
+import { performance } from "node:perf_hooks";
+import { ProxyServer } from "http-proxy-3";
+import { errorReply, type RequestContext } from "../pipeline/context.js";
+import { finalHeaders, sendReply } from "../pipeline/respond.js";
+import type { Services } from "../pipeline/services.js";
+import type { UpstreamSettings } from "../config/snapshot.js";
+import { stripResponseHopByHop } from "./hop-by-hop.js";
+
+const CONTEXT = Symbol("gatehouse.context");
+const TIMEOUT = Symbol("gatehouse.timeout");
+
+interface Exchange {
+  readonly ctx: RequestContext;
+  timer: NodeJS.Timeout | undefined;
+  proxyReq: ClientRequest | undefined;
+  timedOut: boolean;
+  sentAt: number;
+}
+
+type TaggedRequest = IncomingMessage & { [CONTEXT]?: Exchange };
+
+const BAD_GATEWAY = errorReply(502, "bad_gateway", "the upstream refused or reset the connection");
+const GATEWAY_TIMEOUT = errorReply(504, "gateway_timeout", "the upstream did not answer in time");
+
+/** Forwards requests to one upstream. */
+export interface Forwarder {
+  readonly key: string;
+  /** Sends the request on; the response (or a 502/504) is written to ctx.res. */
+  forward(ctx: RequestContext, timeoutMs: number): void;
+  /** Stops reusing sockets: idle ones close now, busy ones when their exchange ends. */
+  retire(): void;
+}
+
+/** The pool identity of an upstream: a reload that keeps it keeps the forwarder. */
+export function forwarderKey(upstream: UpstreamSettings): string {
+  return `${upstream.url.href} ${upstream.maxSockets}`;
+}
+
+/** Creates the forwarder for one upstream. */
+export function createForwarder(upstream: UpstreamSettings, services: Services): Forwarder {
+  const secure = upstream.url.protocol === "https:";
+  const agentOptions = {
+    keepAlive: true,
+    maxSockets: upstream.maxSockets,
+    scheduling: "lifo" as const,
+  };
+  const agent: HttpAgent = secure ? new HttpsAgent(agentOptions) : new HttpAgent(agentOptions);
+  const proxy = new ProxyServer({
+    target: upstream.url.href,
+    agent,
+    // The path and query are forwarded exactly as canonicalised, never re-parsed.
+    toProxy: true,
+    changeOrigin: true,
+    xfwd: false,
+    selfHandleResponse: true,
+  });
+  // http-proxy's deleteLength pass rewrites DELETE and OPTIONS bodies sent chunked into
+  // `Content-Length: 0`; framing is the client's and stays as it came.
+  // `webPasses` is private in the typings; the version is pinned (~1.23) and a test guards this.
+  const internals = proxy as unknown as { webPasses: Array<{ name: string }> };
+  internals.webPasses = internals.webPasses.filter((pass) => pass.name !== "deleteLength");
+
+  proxy.on("proxyReq", (proxyReq: ClientRequest, req: IncomingMessage) => {
+    const exchange = (req as TaggedRequest)[CONTEXT];
+    if (exchange === undefined) return;
+    exchange.proxyReq = proxyReq;
+    if (exchange.timedOut) proxyReq.destroy(timeoutError());
+  });
+
+  proxy.on("proxyRes", (proxyRes: IncomingMessage, req: IncomingMessage, res: ServerResponse) => {
+    const exchange = (req as TaggedRequest)[CONTEXT];
+    if (exchange === undefined) return;
+    clearTimeout(exchange.timer);
+    const { ctx } = exchange;
+    ctx.upstreamMs = performance.now() - exchange.sentAt;
+    services.metrics.upstreamDuration.observe(ctx.upstreamMs / 1000);
+    const headers = proxyRes.headers;
+    stripResponseHopByHop(headers);
+    res.writeHead(
+      proxyRes.statusCode ?? 502,
+      proxyRes.statusMessage,
+      finalHeaders(ctx, headers, services.lifecycle),
+    );
+    // A reset after the headers went out cannot become a clean response: cut the client off so
+    // it sees a truncated body rather than a complete one.
+    proxyRes.on("aborted", () => res.destroy());
+    proxyRes.on("error", () => res.destroy());
+    proxyRes.pipe(res);
+  });
+
+  // Every error reaches the per-request callback; this listener keeps a stray one from crashing.
+  proxy.on("error", (error: Error) => services.log.warn({ err: error }, "upstream error"));
+  proxy.on("econnreset", (_error: Error, req: IncomingMessage) => {
+    const exchange = (req as TaggedRequest)[CONTEXT];
+    if (exchange !== undefined) clearTimeout(exchange.timer);
+  });
+
+  const onError = (error: Error, req: IncomingMessage, res: ServerResponse | unknown) => {
+    const exchange = (req as TaggedRequest)[CONTEXT];
+    if (exchange === undefined) return;
+    clearTimeout(exchange.timer);
+    exchange.proxyReq?.destroy();
+    const { ctx } = exchange;
+    if ((res as ServerResponse).headersSent) {
+      (res as ServerResponse).destroy();
+      return;
+    }
+    const code = (error as NodeJS.ErrnoException).code;
+    services.log.warn(
+      { requestId: ctx.requestId, err: { code, message: error.message } },
+      exchange.timedOut ? "upstream timed out" : "upstream failed",
+    );
+    sendReply(ctx, exchange.timedOut ? GATEWAY_TIMEOUT : BAD_GATEWAY, services.lifecycle);
+  };
+
+  return {
+    key: forwarderKey(upstream),
+    forward(ctx, timeoutMs) {
+      const exchange: Exchange = {
+        ctx,
+        timer: undefined,
+        proxyReq: undefined,
+        timedOut: false,
+        sentAt: performance.now(),
+      };
+      (ctx.req as TaggedRequest)[CONTEXT] = exchange;
+      exchange.timer = setTimeout(onTimeout, timeoutMs, exchange);
+      proxy.web(ctx.req, ctx.res, onError);
+    },
+    retire() {
+      agent.on("free", (socket: Socket) => socket.destroy());
+      for (const sockets of Object.values(agent.freeSockets) as Array<Socket[] | undefined>) {
+        for (const socket of sockets ?? []) socket.destroy();
+      }
+    },
+  };
+}
+
+function timeoutError(): Error {
+  return Object.assign(new Error("no response headers within upstream.timeout"), {
+    code: TIMEOUT.description,
+  });
+}
+
+function onTimeout(exchange: Exchange): void {
+  exchange.timedOut = true;
+  exchange.proxyReq?.destroy(timeoutError());
+}

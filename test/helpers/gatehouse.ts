@@ -1,0 +1,74 @@
+/** Starts gatehouse on port 0 from YAML written to a temporary folder, logging into memory. */
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Writable } from "node:stream";
+import { pino } from "pino";
+import { startGatehouse, type Gatehouse, type StartOptions } from "../../src/server.js";
+
+/** A gatehouse started for a test, with its config folder and captured log lines. */
+export interface TestGatehouse {
+  readonly gatehouse: Gatehouse;
+  /** http://127.0.0.1:PORT */
+  readonly url: string;
+  readonly port: number;
+  readonly dir: string;
+  readonly configPath: string;
+  /** Every log line written so far, parsed. */
+  readonly logs: Array<Record<string, unknown>>;
+  /** Rewrites the config file in place. */
+  writeConfig(yaml: string): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** Writes `yaml` as proxy.config.yaml in a new folder and starts gatehouse on it. */
+export async function startTestGatehouse(
+  yaml: string,
+  options: Partial<Omit<StartOptions, "configPath" | "log">> & {
+    files?: Record<string, string>;
+  } = {},
+): Promise<TestGatehouse> {
+  const dir = await mkdtemp(join(tmpdir(), "gatehouse-test-"));
+  const configPath = join(dir, "proxy.config.yaml");
+  await writeFile(configPath, yaml);
+  for (const [name, content] of Object.entries(options.files ?? {})) {
+    await writeFile(join(dir, name), content);
+  }
+  const logs: Array<Record<string, unknown>> = [];
+  const sink = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      for (const line of chunk.toString("utf8").split("\n")) {
+        if (line !== "") logs.push(JSON.parse(line) as Record<string, unknown>);
+      }
+      done();
+    },
+  });
+  const log = pino({ level: "debug" }, sink);
+  const gatehouse = await startGatehouse({
+    listen: { host: "127.0.0.1", port: 0 },
+    adminListen: { host: "127.0.0.1", port: 0 },
+    watch: false,
+    ...options,
+    configPath,
+    log,
+  });
+  const port = gatehouse.address.port;
+  return {
+    gatehouse,
+    url: `http://127.0.0.1:${port}`,
+    port,
+    dir,
+    configPath,
+    logs,
+    writeConfig: (text) => writeFile(configPath, text),
+    async close() {
+      await gatehouse.shutdown();
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** A minimal config in front of `upstreamUrl`, with extra YAML appended. */
+export function configFor(upstreamUrl: string, extra = ""): string {
+  return `upstream:\n  url: ${upstreamUrl}\n  timeout: 2s\nshutdown:\n  grace: 2s\n${extra}`;
+}

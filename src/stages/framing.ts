@@ -8,8 +8,12 @@ export const MAX_HEADER_FIELDS = 200;
 const BAD_HOST = errorReply(
   400,
   "invalid_request",
-  "the request must carry exactly one Host header without userinfo",
+  "the request must carry exactly one Host header: a host name or address and an optional port",
 );
+
+// RFC 9112 §3.2 and RFC 3986 §3.2.2: Host = uri-host [ ":" port ], where uri-host is an IP-literal
+// or a reg-name (no userinfo, no spaces, no path).
+const VALID_HOST = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9\-._~!$&'()*+,;=%]*)(?::[0-9]*)?$/;
 
 /**
  * Framing checks that Node's parser leaves to the application, before anything else reads the
@@ -40,7 +44,7 @@ export function createFramingStage(): Stage {
       if (name.length === 4 && name.toLowerCase() === "host") hosts++;
     }
     const host = req.headers.host;
-    if (hosts > 1 || (host !== undefined && host.includes("@"))) return BAD_HOST;
+    if (hosts > 1 || (host !== undefined && !VALID_HOST.test(host))) return BAD_HOST;
     // RFC 9112 §6.1: Transfer-Encoding in an HTTP/1.0 message means the framing is faulty.
     if (req.httpVersionMinor === 0 && req.headers["transfer-encoding"] !== undefined) {
       return errorReply(

@@ -1,0 +1,194 @@
+/** Turns measured runs into medians, a console table and bench/RESULTS.md. */
+import type { LoadResult } from "./load.js";
+import type { Scenario, Skipped } from "./scenarios.js";
+
+/** One measured run of one target. */
+export interface Run extends LoadResult {
+  /** The target process's CPU time during the run divided by the responses received. */
+  readonly cpuUsPerRequest: number;
+}
+
+/** A scenario's runs, round by round. */
+export interface ScenarioRuns {
+  readonly scenario: Scenario;
+  readonly baseline: Run[];
+  readonly candidate: Run[];
+}
+
+/** One line of the results table. */
+interface Row {
+  readonly scenario: string;
+  readonly target: string;
+  readonly rps: string;
+  readonly p50: string;
+  readonly p99: string;
+  readonly cpu: string;
+  readonly ratio: string;
+  readonly goal: string;
+  readonly result: string;
+}
+
+const HEADINGS: Row = {
+  scenario: "scenario",
+  target: "target",
+  rps: "req/s",
+  p50: "p50 ms",
+  p99: "p99 ms",
+  cpu: "CPU µs/req",
+  ratio: "ratio",
+  goal: "goal",
+  result: "result",
+};
+const RIGHT_ALIGNED = new Set<keyof Row>(["rps", "p50", "p99", "cpu", "ratio"]);
+
+/** The median of a non-empty list. */
+export function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = sorted.length >> 1;
+  return sorted.length % 2 === 1
+    ? (sorted[middle] as number)
+    : ((sorted[middle - 1] as number) + (sorted[middle] as number)) / 2;
+}
+
+/**
+ * The candidate's CPU per request over the baseline's: the median of the per-round ratios, so
+ * each ratio compares two runs made next to each other under the same machine conditions.
+ */
+export function cpuRatio(runs: ScenarioRuns): number {
+  return median(
+    runs.candidate.map((run, i) => run.cpuUsPerRequest / (runs.baseline[i] as Run).cpuUsPerRequest),
+  );
+}
+
+function faults(runs: readonly Run[]): number {
+  return runs.reduce((sum, run) => sum + run.non2xx + run.errors, 0);
+}
+
+function targetRow(scenario: string, target: string, runs: readonly Run[]): Row {
+  return {
+    scenario,
+    target,
+    rps: median(runs.map((r) => r.rps)).toFixed(0),
+    p50: median(runs.map((r) => r.p50)).toFixed(2),
+    p99: median(runs.map((r) => r.p99)).toFixed(2),
+    cpu: median(runs.map((r) => r.cpuUsPerRequest)).toFixed(1),
+    ratio: "",
+    goal: "",
+    result: "",
+  };
+}
+
+/** The verdict for a scenario: pass, fail, or invalid when a run saw errors or non-2xx answers. */
+export function verdict(runs: ScenarioRuns): string {
+  const bad = faults(runs.baseline) + faults(runs.candidate);
+  if (bad > 0) return `invalid (${bad} errors or non-2xx)`;
+  return cpuRatio(runs) <= runs.scenario.goal ? "pass" : "FAIL";
+}
+
+function rows(results: readonly ScenarioRuns[], skipped: readonly Skipped[]): Row[] {
+  const out: Row[] = [];
+  for (const runs of results) {
+    const { scenario } = runs;
+    out.push(targetRow(scenario.name, scenario.baseline.label, runs.baseline));
+    out.push({
+      ...targetRow("", scenario.candidate.label, runs.candidate),
+      ratio: `${cpuRatio(runs).toFixed(3)}×`,
+      goal: scenario.goalText,
+      result: verdict(runs),
+    });
+  }
+  for (const skip of skipped) {
+    out.push({
+      ...HEADINGS,
+      scenario: skip.name,
+      target: "skipped",
+      rps: "",
+      p50: "",
+      p99: "",
+      cpu: "",
+      ratio: "",
+      goal: "",
+      result: "skipped",
+    });
+  }
+  return out;
+}
+
+/** A fixed-width table for the terminal. */
+export function consoleTable(
+  results: readonly ScenarioRuns[],
+  skipped: readonly Skipped[],
+): string {
+  const all = [HEADINGS, ...rows(results, skipped)];
+  const keys = Object.keys(HEADINGS) as Array<keyof Row>;
+  const widths = keys.map((key) => Math.max(...all.map((row) => row[key].length)));
+  const line = (row: Row) =>
+    keys
+      .map((key, i) =>
+        RIGHT_ALIGNED.has(key)
+          ? row[key].padStart(widths[i] as number)
+          : row[key].padEnd(widths[i] as number),
+      )
+      .join("  ")
+      .trimEnd();
+  const rule = widths.map((w) => "-".repeat(w)).join("  ");
+  const notes = skipped.map((skip) => `${skip.name}: skipped, ${skip.reason}`);
+  return [
+    line(HEADINGS),
+    rule,
+    ...all.slice(1).map(line),
+    ...(notes.length ? ["", ...notes] : []),
+  ].join("\n");
+}
+
+/** What RESULTS.md states besides the table, so the figures can be reproduced. */
+export interface RunInfo {
+  readonly command: string;
+  readonly date: string;
+  readonly node: string;
+  readonly cpu: string;
+  readonly commit: string;
+  readonly settings: string;
+}
+
+/** The Markdown of bench/RESULTS.md. */
+export function resultsMarkdown(
+  results: readonly ScenarioRuns[],
+  skipped: readonly Skipped[],
+  info: RunInfo,
+): string {
+  const keys = Object.keys(HEADINGS) as Array<keyof Row>;
+  const line = (row: Row) => `| ${keys.map((key) => row[key]).join(" | ")} |`;
+  const align = `|${keys.map((key) => (RIGHT_ALIGNED.has(key) ? " ---: " : " --- ")).join("|")}|`;
+  return [
+    "# Benchmark results",
+    "",
+    "The latest figures of the benchmark in `bench/`, written by the run itself. Reproduce with:",
+    "",
+    "```sh",
+    info.command,
+    "```",
+    "",
+    `- Date: ${info.date}`,
+    `- Commit: ${info.commit}`,
+    `- Node.js ${info.node}, ${info.cpu}`,
+    `- ${info.settings}`,
+    "",
+    line(HEADINGS),
+    align,
+    ...rows(results, skipped).map(line),
+    "",
+    ...skipped.map((skip) => `- \`${skip.name}\` was skipped: ${skip.reason}`),
+    ...(skipped.length ? [""] : []),
+    "How to read it:",
+    "",
+    "- The upstream, the bare http-proxy-3 forwarder, gatehouse (started through its command line,",
+    "  access log at `info` to /dev/null) and the load generator (autocannon) each run in their own",
+    "  process. Every figure is the median over the rounds; targets alternate within each round.",
+    "- CPU µs/req: the target process's CPU time (all threads, from `/proc/PID/task/*/schedstat`)",
+    "  during a run, divided by the responses received in that run.",
+    "- ratio: the candidate's CPU µs/req over the baseline's (the row above it), taken round by",
+    "  round and then the median; `goal` bounds it. A missed goal is reported, not an error.",
+    "",
+  ].join("\n");
+}

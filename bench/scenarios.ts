@@ -1,0 +1,275 @@
+/**
+ * The scenarios: what each sends, to which two targets, and the goal for their CPU ratio. A
+ * scenario whose feature has not landed in this build is skipped with the reason, found by
+ * probing the running gatehouse rather than by reading its source.
+ */
+import { randomBytes } from "node:crypto";
+import type { Served } from "./processes.js";
+
+/** A request stream against one process. */
+export interface Target {
+  readonly label: string;
+  readonly served: Served;
+  /** Path and query. */
+  readonly path: string;
+  readonly headers: Readonly<Record<string, string>>;
+}
+
+/** Two targets measured side by side; the goal bounds candidate CPU/request ÷ baseline's. */
+export interface Scenario {
+  readonly name: string;
+  readonly goal: number;
+  readonly goalText: string;
+  readonly baseline: Target;
+  readonly candidate: Target;
+}
+
+/** A scenario that cannot run against this build, and why. */
+export interface Skipped {
+  readonly name: string;
+  readonly reason: string;
+}
+
+/** Every scenario, in the order they run. */
+export const SCENARIO_NAMES = ["forward", "bearer", "language", "full"] as const;
+
+const OPEN_PATH = "/v1/status";
+const PROTECTED_PATH = "/v1/items";
+const TOKEN_PATH = "/oauth/token";
+const LANGUAGE_QUERY = "translation_language=FR,de";
+const LANGUAGE_HEADERS = { "accept-language": "fr-CA,fr;q=0.9,en;q=0.5" };
+const BEARER_CLIENT = "bench-bearer";
+const LIMITED_CLIENT = "bench-limited";
+// High enough that no run is ever refused: the full scenario measures counting, not refusing.
+const NEVER_REACHED = 1_000_000_000_000;
+
+/** The client secrets, handed to gatehouse through the environment (`secret_env`). */
+export interface Secrets {
+  readonly env: Readonly<Record<string, string>>;
+  readonly bearer: string;
+  readonly limited: string;
+}
+
+/** New random client secrets for one run. */
+export function newSecrets(): Secrets {
+  const bearer = randomBytes(24).toString("base64url");
+  const limited = randomBytes(24).toString("base64url");
+  return {
+    env: { GATEHOUSE_BENCH_BEARER_SECRET: bearer, GATEHOUSE_BENCH_LIMITED_SECRET: limited },
+    bearer,
+    limited,
+  };
+}
+
+/**
+ * gatehouse's config for every scenario: the example's route table, one open route without an
+ * anonymous plan, a client without a plan (unlimited) and one whose plan has a rate limit and a
+ * quota on the memory store. Logging stays at its default level, `info`.
+ */
+export function benchConfig(upstreamUrl: string, port: number): string {
+  return `listen: 127.0.0.1:${port}
+admin_listen: 127.0.0.1:0
+upstream:
+  url: ${upstreamUrl}
+tokens:
+  path: ${TOKEN_PATH}
+clients:
+  - id: ${BEARER_CLIENT}
+    secret_env: GATEHOUSE_BENCH_BEARER_SECRET
+  - id: ${LIMITED_CLIENT}
+    secret_env: GATEHOUSE_BENCH_LIMITED_SECRET
+    plan: bench
+plans:
+  bench:
+    rate_limit: { limit: ${NEVER_REACHED}, window: 1m }
+    quota: { limit: ${NEVER_REACHED}, period: day }
+routes:
+  - path: ${PROTECTED_PATH}
+    methods: [GET]
+  - path: /v1/items/*
+    methods: [GET, PUT, DELETE]
+    cost: 2
+  - path: /v1/reports/**
+    methods: [GET, POST]
+  - path: ${OPEN_PATH}
+    methods: [GET]
+    auth: none
+limits:
+  store: memory
+`;
+}
+
+interface Probe {
+  readonly status: number;
+  readonly headers: Headers;
+  readonly body: string;
+}
+
+async function probe(
+  served: Served,
+  path: string,
+  headers: Readonly<Record<string, string>> = {},
+): Promise<Probe> {
+  const response = await fetch(served.url + path, { headers });
+  return { status: response.status, headers: response.headers, body: await response.text() };
+}
+
+function describe(path: string, answer: Probe): string {
+  return `GET ${path} answered ${answer.status} ${answer.body.slice(0, 120)}`.trim();
+}
+
+// RFC 6749 §4.4 client-credentials grant, client authenticated with HTTP Basic (§2.3.1), the
+// method every token endpoint must support; client_secret_post is tried when Basic is refused.
+async function fetchToken(gatehouse: Served, id: string, secret: string): Promise<string> {
+  const basic = Buffer.from(`${encodeURIComponent(id)}:${encodeURIComponent(secret)}`);
+  const attempts: Array<[Record<string, string>, URLSearchParams]> = [
+    [
+      { authorization: `Basic ${basic.toString("base64")}` },
+      new URLSearchParams({ grant_type: "client_credentials" }),
+    ],
+    [
+      {},
+      new URLSearchParams({
+        grant_type: "client_credentials",
+        client_id: id,
+        client_secret: secret,
+      }),
+    ],
+  ];
+  let last = "";
+  for (const [headers, body] of attempts) {
+    const response = await fetch(gatehouse.url + TOKEN_PATH, { method: "POST", headers, body });
+    const text = await response.text();
+    if (response.status === 200) {
+      const token = (JSON.parse(text) as { access_token?: unknown }).access_token;
+      if (typeof token === "string") return token;
+    }
+    last = `POST ${TOKEN_PATH} answered ${response.status} ${text.slice(0, 120)}`;
+  }
+  throw new Error(last);
+}
+
+function bearer(token: string): Record<string, string> {
+  return { authorization: `Bearer ${token}` };
+}
+
+/** The facts the scenarios depend on, found by probing the running gatehouse once. */
+interface Features {
+  readonly forward: string | undefined;
+  readonly bearerToken: string | Error;
+  readonly limitedToken: string | Error;
+  readonly enforcesBearer: string | undefined;
+  readonly language: string | undefined;
+}
+
+async function probeFeatures(gatehouse: Served, secrets: Secrets): Promise<Features> {
+  const open = await probe(gatehouse, OPEN_PATH);
+  const unauthenticated = await probe(gatehouse, PROTECTED_PATH);
+  const language = await probe(gatehouse, `${OPEN_PATH}?${LANGUAGE_QUERY}`, LANGUAGE_HEADERS);
+  const vary = (language.headers.get("vary") ?? "").toLowerCase();
+  const token = (id: string, secret: string) =>
+    fetchToken(gatehouse, id, secret).catch((error: unknown) => error as Error);
+  return {
+    forward: open.status === 200 ? undefined : describe(OPEN_PATH, open),
+    bearerToken: await token(BEARER_CLIENT, secrets.bearer),
+    limitedToken: await token(LIMITED_CLIENT, secrets.limited),
+    enforcesBearer:
+      unauthenticated.status === 401
+        ? undefined
+        : `bearer authentication is not in this build: without a token, ${describe(PROTECTED_PATH, unauthenticated)}`,
+    language:
+      language.status === 200 && vary.includes("accept-language")
+        ? undefined
+        : `language normalisation is not in this build: ${describe(`${OPEN_PATH}?${LANGUAGE_QUERY}`, language)} without Vary: Accept-Language`,
+  };
+}
+
+/**
+ * Probes gatehouse and builds the wanted scenarios that this build supports; the others come
+ * back as skipped, each with the reason.
+ */
+export async function prepareScenarios(
+  wanted: readonly string[],
+  bare: Served,
+  gatehouse: Served,
+  secrets: Secrets,
+): Promise<{ ready: Scenario[]; skipped: Skipped[] }> {
+  const features = await probeFeatures(gatehouse, secrets);
+  const ready: Scenario[] = [];
+  const skipped: Skipped[] = [];
+  const tokenProblem = (token: string | Error) =>
+    token instanceof Error ? `no token from the token endpoint: ${token.message}` : undefined;
+
+  for (const name of wanted) {
+    let reason: string | undefined;
+    let scenario: Scenario | undefined;
+    if (name === "forward") {
+      reason = features.forward;
+      scenario = {
+        name,
+        goal: 1.1,
+        goalText: "≤ 1.10× bare",
+        baseline: { label: "bare http-proxy-3", served: bare, path: OPEN_PATH, headers: {} },
+        candidate: { label: "gatehouse", served: gatehouse, path: OPEN_PATH, headers: {} },
+      };
+    } else if (name === "bearer") {
+      reason = tokenProblem(features.bearerToken) ?? features.enforcesBearer;
+      const headers = typeof features.bearerToken === "string" ? bearer(features.bearerToken) : {};
+      scenario = {
+        name,
+        goal: 1.15,
+        goalText: "≤ 1.15× bare",
+        baseline: { label: "bare http-proxy-3", served: bare, path: PROTECTED_PATH, headers },
+        candidate: { label: "gatehouse", served: gatehouse, path: PROTECTED_PATH, headers },
+      };
+    } else if (name === "language") {
+      reason = features.language;
+      scenario = {
+        name,
+        goal: 1.05,
+        goalText: "≤ 1.05× without",
+        baseline: {
+          label: "gatehouse, no language",
+          served: gatehouse,
+          path: OPEN_PATH,
+          headers: {},
+        },
+        candidate: {
+          label: "gatehouse, fr-CA + FR,de",
+          served: gatehouse,
+          path: `${OPEN_PATH}?${LANGUAGE_QUERY}`,
+          headers: LANGUAGE_HEADERS,
+        },
+      };
+    } else {
+      reason = tokenProblem(features.limitedToken) ?? features.enforcesBearer ?? features.language;
+      const path = `${PROTECTED_PATH}?${LANGUAGE_QUERY}`;
+      const headers = {
+        ...LANGUAGE_HEADERS,
+        ...(typeof features.limitedToken === "string" ? bearer(features.limitedToken) : {}),
+      };
+      if (reason === undefined) {
+        const answer = await probe(gatehouse, path, headers);
+        if (answer.headers.get("x-ratelimit-limit") === null) {
+          reason = `limits are not in this build: ${describe(path, answer)} without X-RateLimit-Limit`;
+        } else if (answer.headers.get("x-request-quota-limit") === null) {
+          reason = `quotas are not in this build: ${describe(path, answer)} without X-Request-Quota-Limit`;
+        }
+      }
+      scenario = {
+        name,
+        goal: 1.2,
+        goalText: "≤ 1.20× bare",
+        baseline: { label: "bare http-proxy-3", served: bare, path, headers },
+        candidate: { label: "gatehouse", served: gatehouse, path, headers },
+      };
+    }
+    if (reason === undefined) {
+      const answer = await probe(gatehouse, scenario.candidate.path, scenario.candidate.headers);
+      if (answer.status !== 200) reason = describe(scenario.candidate.path, answer);
+    }
+    if (reason === undefined) ready.push(scenario);
+    else skipped.push({ name, reason });
+  }
+  return { ready, skipped };
+}

@@ -1,0 +1,69 @@
+/** A plain HTTP client over a fresh socket per request, keeping the answer's raw headers. */
+import {
+  request as httpRequest,
+  type IncomingHttpHeaders,
+  type OutgoingHttpHeaders,
+} from "node:http";
+import type { Readable } from "node:stream";
+
+/** What the client got back. */
+export interface ClientResponse {
+  readonly status: number;
+  readonly headers: IncomingHttpHeaders;
+  readonly rawHeaders: readonly string[];
+  readonly body: Buffer;
+}
+
+/** What to send; `body` may be a stream, piped as it is produced. */
+export interface ClientRequest {
+  readonly method?: string;
+  readonly headers?: OutgoingHttpHeaders;
+  readonly body?: Buffer | string | Readable;
+}
+
+/** Sends one request to `url` (no keep-alive) and collects the whole answer. */
+export function send(url: string, options: ClientRequest = {}): Promise<ClientResponse> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(url, {
+      method: options.method ?? "GET",
+      headers: options.headers,
+      agent: false,
+    });
+    req.on("error", reject);
+    req.on("response", (res) => {
+      const chunks: Buffer[] = [];
+      res.on("data", (chunk: Buffer) => chunks.push(chunk));
+      res.on("error", reject);
+      res.on("end", () =>
+        resolve({
+          status: res.statusCode ?? 0,
+          headers: res.headers,
+          rawHeaders: res.rawHeaders,
+          body: Buffer.concat(chunks),
+        }),
+      );
+    });
+    const { body } = options;
+    if (body === undefined) req.end();
+    else if (typeof body === "string" || Buffer.isBuffer(body)) req.end(body);
+    else body.pipe(req);
+  });
+}
+
+/** Parses a JSON body. */
+export function json(response: ClientResponse): Record<string, unknown> {
+  return JSON.parse(response.body.toString("utf8")) as Record<string, unknown>;
+}
+
+/** Polls `probe` every 50 ms until it returns true or `deadlineMs` passes; resolves with the last result. */
+export async function eventually(
+  probe: () => Promise<boolean>,
+  deadlineMs = 5000,
+): Promise<boolean> {
+  const end = Date.now() + deadlineMs;
+  for (;;) {
+    if (await probe()) return true;
+    if (Date.now() > end) return false;
+    await new Promise((done) => setTimeout(done, 50));
+  }
+}

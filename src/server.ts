@@ -118,6 +118,7 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
       query: null,
       route: undefined,
       clientId: undefined,
+      language: undefined,
       responseHeaders: {},
       decision: "none",
       upstreamMs: undefined,

@@ -9,6 +9,7 @@ import { ConfigError, readConfigFile, type ConfigProblem, type ParsedConfig } fr
 import { durationMs } from "./duration.js";
 import type { FileConfig } from "./schema.js";
 import { compileRoutes, type RouteTable } from "../routes/table.js";
+import { compileLanguages, type LanguageSettings } from "../language/table.js";
 
 /** A listening address. */
 export interface HostPort {
@@ -41,6 +42,8 @@ export interface Snapshot {
   readonly trustedProxies: BlockList | null;
   readonly upstream: UpstreamSettings;
   readonly routes: RouteTable;
+  /** Lower-cased language tables for the language stage. */
+  readonly languages: LanguageSettings;
   readonly health: { readonly liveness: string; readonly readiness: string };
   readonly shutdown: { readonly delayMs: number; readonly graceMs: number };
 }
@@ -86,6 +89,7 @@ export async function buildSnapshot(
       forwardAuthorization: file.upstream.forward_authorization,
     },
     routes: compileRoutes(file.routes),
+    languages: compileLanguages(file.languages),
     health: { liveness: file.health.liveness_path, readiness: file.health.readiness_path },
     shutdown: {
       delayMs: durationMs(file.shutdown.delay),

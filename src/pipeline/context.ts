@@ -35,6 +35,8 @@ export interface RequestContext {
   route: Route | undefined;
   /** The authenticated client id. */
   clientId: string | undefined;
+  /** The one Accept-Language tag the upstream receives (set by the language stage). */
+  language: string | undefined;
   /** Headers that every response to this request carries, by lower-case name. */
   readonly responseHeaders: Record<string, string>;
   /** The limit decision for logs and metrics: none (the limiter was not consulted), allowed, ... */

@@ -7,6 +7,7 @@ import { createCanonicalPathStage } from "../stages/canonical-path.js";
 import { createForwardStage } from "../stages/forward.js";
 import { createFramingStage } from "../stages/framing.js";
 import { createHealthStage } from "../stages/health.js";
+import { createLanguageStage } from "../stages/language.js";
 import { createRequestIdStage } from "../stages/request-id.js";
 import { createRouteStage } from "../stages/route.js";
 import type { Forwarder } from "../upstream/forwarder.js";
@@ -33,6 +34,9 @@ export function buildStages(config: Snapshot, deps: PipelineDeps): readonly Stag
     createHealthStage(config.health, services.lifecycle),
     // The allowlist: 404 and 405 never reach the limiter.
     createRouteStage(config.routes),
+    // SPEC §6: after the route (only forwarded requests) and before the limits, so a refused
+    // translation parameter (400) is never counted.
+    createLanguageStage(config.languages),
     createForwardStage(config.upstream, config.trustedProxies, deps.forwarder),
   ]);
 }

@@ -54,4 +54,6 @@ export function prepareUpstreamHeaders(
   delete headers[upstream.identityHeader];
   if (ctx.clientId !== undefined) headers[upstream.identityHeader] = ctx.clientId;
   if (!upstream.forwardAuthorization) delete headers.authorization;
+  // Replaces whatever the client sent: exactly one flag (RFC 9110 §12.5.4).
+  if (ctx.language !== undefined) headers["accept-language"] = ctx.language;
 }

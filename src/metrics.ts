@@ -13,6 +13,7 @@ export interface Metrics {
   readonly upstreamDuration: Histogram<string>;
   readonly configReloads: Counter<"result">;
   readonly configHash: Gauge<"hash">;
+  readonly limitRefusals: Counter<"refusal" | "dry_run">;
 }
 
 /** Creates the metrics in a new registry. */
@@ -50,6 +51,12 @@ export function createMetrics(): Metrics {
       name: "gatehouse_config_info",
       help: "1 for the sha256 of the configuration in force.",
       labelNames: ["hash"],
+      registers: [registry],
+    }),
+    limitRefusals: new Counter({
+      name: "gatehouse_limit_refusals_total",
+      help: "Requests over a limit, by refusal; dry_run=true ones were let through.",
+      labelNames: ["refusal", "dry_run"],
       registers: [registry],
     }),
   };

@@ -14,6 +14,8 @@ import { performance } from "node:perf_hooks";
 import type { Logger } from "pino";
 import { loadSnapshot, type Snapshot } from "./config/snapshot.js";
 import { createConfigStore, type ConfigStore, type ReloadResult } from "./config/store.js";
+import { restoreCounters, saveCounters } from "./limits/state-file.js";
+import { createMemoryStore } from "./limits/store.js";
 import { createLogger } from "./log.js";
 import { createMetrics, type Metrics } from "./metrics.js";
 import type { RequestContext, Stage } from "./pipeline/context.js";
@@ -78,6 +80,12 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
     lifecycle,
   };
 
+  // One store per process, outliving reloads: a plan that a reload leaves alone keeps its counters.
+  const limiterStore = createMemoryStore();
+  if (first.limits.stateFile !== undefined) {
+    await restoreCounters(limiterStore, first.limits.stateFile, log);
+  }
+
   const forwarders = new Map<string, Forwarder>();
   const prepare = (config: Snapshot): Runtime => {
     const key = forwarderKey(config.upstream);
@@ -86,7 +94,11 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
       forwarder = createForwarder(config.upstream, services);
       forwarders.set(key, forwarder);
     }
-    return { config, forwarder, stages: buildStages(config, { services, forwarder }) };
+    return {
+      config,
+      forwarder,
+      stages: buildStages(config, { services, forwarder, limiterStore }),
+    };
   };
   const store: ConfigStore<Runtime> = createConfigStore<Runtime>({
     path: options.configPath,
@@ -195,6 +207,9 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
       await new Promise<void>((done) => admin.close(() => done()));
       admin.closeAllConnections();
       for (const forwarder of forwarders.values()) forwarder.retire();
+      // After the drain, so the requests that finished during it are counted in the file.
+      const { stateFile } = store.current.config.limits;
+      if (stateFile !== undefined) await saveCounters(limiterStore, stateFile, services.now(), log);
       log.info("stopped");
     })();
     return shutdownPromise;

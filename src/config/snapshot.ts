@@ -9,6 +9,7 @@ import { ConfigError, readConfigFile, type ConfigProblem, type ParsedConfig } fr
 import { durationMs } from "./duration.js";
 import type { FileConfig } from "./schema.js";
 import { compileRoutes, type RouteTable } from "../routes/table.js";
+import { compileLimits, type LimitsSettings } from "../limits/plans.js";
 import { compileLanguages, type LanguageSettings } from "../language/table.js";
 
 /** A listening address. */
@@ -42,6 +43,8 @@ export interface Snapshot {
   readonly trustedProxies: BlockList | null;
   readonly upstream: UpstreamSettings;
   readonly routes: RouteTable;
+  /** Plans by client id, the anonymous plan, and the limits settings. */
+  readonly limits: LimitsSettings;
   /** Lower-cased language tables for the language stage. */
   readonly languages: LanguageSettings;
   readonly health: { readonly liveness: string; readonly readiness: string };
@@ -89,6 +92,7 @@ export async function buildSnapshot(
       forwardAuthorization: file.upstream.forward_authorization,
     },
     routes: compileRoutes(file.routes),
+    limits: compileLimits(file, baseDir),
     languages: compileLanguages(file.languages),
     health: { liveness: file.health.liveness_path, readiness: file.health.readiness_path },
     shutdown: {

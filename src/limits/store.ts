@@ -8,7 +8,7 @@ import { RateLimiterMemory, type RateLimiterAbstract } from "rate-limiter-flexib
 
 /** A counting rule: `points` per `durationMs`, under a name that keeps unrelated counters apart. */
 export interface WindowRule {
-  /** Which counters these are, e.g. `rate:standard` or `auth-failures:ip`. */
+  /** Which counters these are, e.g. `rate:plan:standard` or `auth-failures:ip`. */
   readonly name: string;
   readonly points: number;
   readonly durationMs: number;
@@ -20,14 +20,40 @@ export interface LimiterStore {
   limiter(rule: WindowRule): RateLimiterAbstract;
 }
 
-/** The fingerprint that decides whether two rules share counters. */
+/** One saved counter: RLF's own dump record. */
+export interface SavedCounter {
+  readonly key: string | number;
+  readonly value: number;
+  readonly expiresAt: number | null;
+}
+
+/** Every live counter of a memory store, by rule fingerprint. */
+export type SavedCounters = Readonly<Record<string, readonly SavedCounter[]>>;
+
+/** The memory store, which can also save its counters and take them back after a restart. */
+export interface MemoryLimiterStore extends LimiterStore {
+  readonly kind: "memory";
+  /** Every counter that has not expired. */
+  save(): SavedCounters;
+  /** Counters to put back; each limiter takes its own when it is created (or at once if it is). */
+  restore(saved: SavedCounters): void;
+}
+
+/**
+ * The fingerprint that decides whether two rules share counters. The points are left out: a
+ * reload that changes a limit keeps what was already counted in the current window (SPEC §6).
+ */
 export function ruleFingerprint(rule: WindowRule): string {
-  return `${rule.name}|${rule.points}|${rule.durationMs}`;
+  return `${rule.name}|${rule.durationMs}`;
 }
 
 /** A store keeping counters in this process's memory. */
-export function createMemoryStore(): LimiterStore {
-  const limiters = new Map<string, RateLimiterAbstract>();
+export function createMemoryStore(): MemoryLimiterStore {
+  const limiters = new Map<string, RateLimiterMemory>();
+  let pending = new Map<string, readonly SavedCounter[]>();
+  const restoreInto = (limiter: RateLimiterMemory, counters: readonly SavedCounter[]): void => {
+    limiter.restore({ version: 1, storage: [...counters] });
+  };
   return {
     kind: "memory",
     limiter(rule) {
@@ -40,8 +66,67 @@ export function createMemoryStore(): LimiterStore {
           duration: rule.durationMs / 1000,
         });
         limiters.set(key, limiter);
+        const saved = pending.get(key);
+        if (saved !== undefined) {
+          pending.delete(key);
+          restoreInto(limiter, saved);
+        }
+      } else if (limiter.points !== rule.points) {
+        // The same counters under a new limit: users of RLF's own verdict see the new limit.
+        limiter.points = rule.points;
       }
       return limiter;
     },
+    save() {
+      const saved: Record<string, SavedCounter[]> = {};
+      for (const [key, limiter] of limiters) saved[key] = limiter.dump().storage;
+      for (const [key, counters] of pending) saved[key] ??= [...counters];
+      return saved;
+    },
+    restore(saved) {
+      pending = new Map(Object.entries(saved));
+      for (const [key, limiter] of limiters) {
+        const counters = pending.get(key);
+        if (counters === undefined) continue;
+        pending.delete(key);
+        restoreInto(limiter, counters);
+      }
+    },
   };
+}
+
+/** A counter after this request's points were added. */
+export interface Count {
+  /** Points counted in the current window, this request's included. */
+  readonly consumed: number;
+  /** Milliseconds until the window ends (by the store's clock). */
+  readonly msBeforeNext: number;
+}
+
+/**
+ * Adds `points` to `key` and reports the total; gatehouse compares it with the limit in force
+ * itself. RLF's `penalty` is its atomic increment without a verdict, in memory and in Redis alike.
+ * `durationSec` sets the lifetime of a counter this call creates (calendar quotas).
+ */
+export async function addPoints(
+  limiter: RateLimiterAbstract,
+  key: string,
+  points: number,
+  durationSec?: number,
+): Promise<Count> {
+  const res = await limiter.penalty(
+    key,
+    points,
+    durationSec === undefined ? undefined : { customDuration: durationSec },
+  );
+  return { consumed: res.consumedPoints, msBeforeNext: res.msBeforeNext };
+}
+
+/** Takes back points added for a request that was refused (SPEC §6: a 429 consumes nothing). */
+export async function refundPoints(
+  limiter: RateLimiterAbstract,
+  key: string,
+  points: number,
+): Promise<void> {
+  await limiter.reward(key, points);
 }

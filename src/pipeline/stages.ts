@@ -8,8 +8,10 @@ import { createForwardStage } from "../stages/forward.js";
 import { createFramingStage } from "../stages/framing.js";
 import { createHealthStage } from "../stages/health.js";
 import { createLanguageStage } from "../stages/language.js";
+import { createLimitsStage } from "../stages/limits.js";
 import { createRequestIdStage } from "../stages/request-id.js";
 import { createRouteStage } from "../stages/route.js";
+import type { LimiterStore } from "../limits/store.js";
 import type { Forwarder } from "../upstream/forwarder.js";
 import type { Stage } from "./context.js";
 import type { Services } from "./services.js";
@@ -18,6 +20,8 @@ import type { Services } from "./services.js";
 export interface PipelineDeps {
   readonly services: Services;
   readonly forwarder: Forwarder;
+  /** Counters live here, across reloads. */
+  readonly limiterStore: LimiterStore;
 }
 
 /** Builds the ordered stages for one config snapshot. */
@@ -37,6 +41,9 @@ export function buildStages(config: Snapshot, deps: PipelineDeps): readonly Stag
     // SPEC §6: after the route (only forwarded requests) and before the limits, so a refused
     // translation parameter (400) is never counted.
     createLanguageStage(config.languages),
+    // Last before forwarding: only a request that would be forwarded is counted, and everything
+    // it can be refused for (401, 400) has been checked, so those answers carry no limit headers.
+    createLimitsStage(config.limits, config.trustedProxies, deps.limiterStore, services),
     createForwardStage(config.upstream, config.trustedProxies, deps.forwarder),
   ]);
 }

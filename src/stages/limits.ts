@@ -1,0 +1,61 @@
+import type { BlockList } from "node:net";
+import { clientAddress } from "../http/client-ip.js";
+import { addressKey } from "../limits/client-key.js";
+import type { Decision } from "../limits/decide.js";
+import { createEnforcer, type PreparedPlan } from "../limits/enforce.js";
+import { renderDecision } from "../limits/headers.js";
+import type { LimitsSettings } from "../limits/plans.js";
+import type { LimiterStore } from "../limits/store.js";
+import type { Outcome, RequestContext, Stage } from "../pipeline/context.js";
+import type { Services } from "../pipeline/services.js";
+
+/**
+ * Counts the request against its plan (the client's, or for `auth: none` the anonymous plan keyed
+ * by client IP), puts the limit headers on every response to it, and answers 429 over a limit.
+ * Requests without a plan pass untouched and synchronously.
+ */
+export function createLimitsStage(
+  settings: LimitsSettings,
+  trusted: BlockList | null,
+  store: LimiterStore,
+  services: Services,
+): Stage {
+  const enforcer = createEnforcer(settings, store, services.now);
+  const { anonymous, clients } = enforcer;
+  const resetStyle = settings.resetHeader;
+
+  const apply = (ctx: RequestContext, plan: PreparedPlan, decision: Decision): Outcome => {
+    const reply = renderDecision(decision, ctx.responseHeaders, resetStyle);
+    const { refusal } = decision;
+    if (refusal === undefined) {
+      ctx.decision = "allowed";
+    } else if (decision.allowed) {
+      ctx.decision = `dry_run_${refusal}`;
+      services.metrics.limitRefusals.inc({ refusal, dry_run: "true" });
+      services.log.info(
+        { requestId: ctx.requestId, plan: plan.plan.name, refusal, clientId: ctx.clientId },
+        "dry run: the request is over a limit and would have been refused",
+      );
+    } else {
+      ctx.decision = refusal;
+      services.metrics.limitRefusals.inc({ refusal, dry_run: "false" });
+    }
+    return reply;
+  };
+
+  return function limits(ctx) {
+    const route = ctx.route;
+    if (route === undefined) return undefined;
+    const anonymousRoute = route.auth === "none";
+    const plan = anonymousRoute
+      ? anonymous
+      : ctx.clientId === undefined
+        ? undefined
+        : clients.get(ctx.clientId);
+    if (plan === undefined) return undefined;
+    const key = anonymousRoute
+      ? addressKey(clientAddress(ctx.req, trusted))
+      : `client:${ctx.clientId}`;
+    return enforcer.check(plan, key, route.cost).then((decision) => apply(ctx, plan, decision));
+  };
+}

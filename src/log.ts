@@ -18,9 +18,13 @@ export const REDACTED_PATHS = [
   "*.secret",
 ];
 
-/** Creates a logger at `level` writing to `destination` (stdout by default, buffered). */
+/**
+ * Creates a logger at `level` writing to `destination` (stdout by default). Asynchronous writes
+ * coalesce lines while a write is in flight, so a busy proxy makes few syscalls and a quiet one
+ * still logs at once.
+ */
 export function createLogger(level: string, destination?: DestinationStream): Logger {
-  const stream = destination ?? pino.destination({ dest: 1, minLength: 4096, sync: false });
+  const stream = destination ?? pino.destination({ dest: 1, sync: false });
   return pino(
     {
       level,

@@ -66,7 +66,7 @@ export function parseConfigText(text: string, name: string): ParsedConfig {
   try {
     data = doc.toJS({ maxAliasCount: 100 });
   } catch (error) {
-    throw new ConfigError(name, [{ line: 1, col: 1, message: (error as Error).message }]);
+    throw new ConfigError(name, [{ line: 1, col: 1, message: `YAML: ${(error as Error).message}` }]);
   }
   if (data === null || data === undefined) data = {};
   const result = FileSchema.safeParse(data, { reportInput: true });

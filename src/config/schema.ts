@@ -182,7 +182,6 @@ function checkTokens(tokens: TokensShape, ctx: Ctx): void {
 interface LanguagesShape {
   supported: readonly string[];
   default: string;
-  translation: { max: number };
 }
 
 function checkLanguages(languages: LanguagesShape, ctx: Ctx): void {
@@ -195,13 +194,6 @@ function checkLanguages(languages: LanguagesShape, ctx: Ctx): void {
     if (seen.has(code)) problem(ctx, ["supported", index], "is listed twice");
     seen.add(code);
   });
-  if (languages.translation.max > supported.length) {
-    problem(
-      ctx,
-      ["translation", "max"],
-      `must be at most the number of supported languages (${supported.length})`,
-    );
-  }
 }
 
 interface CrossShape {

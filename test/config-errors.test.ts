@@ -1,0 +1,118 @@
+import { readdir } from "node:fs/promises";
+import t from "tap";
+import { ConfigError } from "../src/config/load.js";
+import { loadSnapshot } from "../src/config/snapshot.js";
+
+// One fixture per class of config error, each with the exact lines `gatehouse check` prints
+// (FILE:LINE:COL message), so a changed message or position is a visible change.
+const DIR = "test/fixtures/config";
+const expected: Record<string, string[]> = {
+  "alias-bomb.yaml": ["1:1 YAML: Excessive alias count indicates a resource exhaustion attack"],
+  "bad-cidr.yaml": [
+    "3:19 trusted_proxies[0]: must be an IP address or a CIDR block, such as 10.0.0.0/8 or fd00::/8",
+  ],
+  "bad-duration.yaml": [
+    "3:12 upstream.timeout: must be a duration greater than zero, such as 500ms, 30s, 1m, 1h or 1d",
+  ],
+  "bad-header-name.yaml": [
+    "3:20 upstream.identity_header: must be an HTTP header name, such as X-Client-Id",
+  ],
+  "bad-listen.yaml": ["3:9 listen: must be HOST:PORT, such as 0.0.0.0:8080 or [::]:8080"],
+  "bad-url-scheme.yaml": ["2:8 upstream.url: must use http or https, not ftp"],
+  "bad-url-userinfo.yaml": ["2:8 upstream.url: must not contain a user name or password"],
+  "bad-url.yaml": ["2:8 upstream.url: must be an absolute URL, such as http://127.0.0.1:3000"],
+  "client-duplicate-id.yaml": ["6:9 clients[1].id: is already used by clients[0]"],
+  "client-no-secret.yaml": [
+    "4:5 clients[0]: needs secret_hash (from gatehouse hash-secret) or secret_env",
+  ],
+  "client-unknown-plan.yaml": ["6:11 clients[0].plan: names no plan; known plans: standard"],
+  "duplicate-key.yaml": ["6:5 duplicate key: each key may appear only once in a mapping"],
+  "hs256-key-file.yaml": [
+    "6:15 tokens.signing.key_file: is for EdDSA and ES256; HS256 uses secret_env",
+  ],
+  "language-code.yaml": [
+    "4:19 languages.supported[1]: must be a two- or three-letter lower-case language code, such as fr",
+  ],
+  "language-default-unsupported.yaml": [
+    "5:12 languages.default: must be one of the supported languages (en, fr)",
+  ],
+  "limit-zero.yaml": ["5:26 plans.standard.rate_limit.limit: must be at least 1"],
+  "many-errors.yaml": [
+    '4:3 upstream.timout: unknown key; did you mean "timeout"? (allowed here: url, timeout, max_sockets, identity_header, forward_authorization)',
+    "5:9 listen: must be HOST:PORT with a port from 0 to 65535, such as 0.0.0.0:8080 or [::]:8080",
+    '7:11 routes[0].path: must not contain "." or ".." segments',
+    "10:12 languages.default: must be one of the supported languages (en, fr, de, es, it)",
+  ],
+  "missing-upstream.yaml": [
+    "1:1 upstream: is required, with at least url: the service gatehouse protects",
+  ],
+  "missing-url.yaml": [
+    "2:3 upstream.url: is required: the upstream's base URL, such as http://127.0.0.1:3000",
+  ],
+  "own-path-collision.yaml": ["4:19 health.readiness_path: is the same path as tokens.path"],
+  "plan-empty.yaml": ["4:10 plans.empty: needs rate_limit, quota or both"],
+  "proto-key.yaml": [
+    "3:1 __proto__: unknown key (allowed here: listen, admin_listen, trusted_proxies, upstream, tokens, clients, plans, routes, languages, limits, health, shutdown, logging)",
+  ],
+  "quota-period.yaml": ["5:34 plans.standard.quota.period: must be hour, day or month"],
+  "route-bad-method.yaml": [
+    "5:20 routes[0].methods[1]: must be one of GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS",
+  ],
+  "route-dot-segment.yaml": ['4:11 routes[0].path: must not contain "." or ".." segments'],
+  "route-duplicate.yaml": [
+    "6:11 routes[1].path: duplicates routes[0]; merge their methods into one entry",
+  ],
+  "route-encoded-slash.yaml": ["4:11 routes[0].path: must not contain %2F, %5C or %00"],
+  "route-inner-double-star.yaml": [
+    '4:11 routes[0].path: "**" may only be the last segment, such as /v1/reports/**',
+  ],
+  "route-no-methods.yaml": ["5:14 routes[0].methods: must list at least one method"],
+  "route-no-slash.yaml": ['4:11 routes[0].path: must start with "/"'],
+  "route-partial-wildcard.yaml": [
+    '4:11 routes[0].path: "*" and "**" must be whole path segments, such as /v1/items/*',
+  ],
+  "signing-algorithm.yaml": ["5:16 tokens.signing.algorithm: must be EdDSA, ES256 or HS256"],
+  "state-file-redis.yaml": [
+    "5:15 limits.state_file: is for the memory store; Redis keeps its own counters",
+  ],
+  "translation-max.yaml": ["5:10 languages.translation.max: must be at least 1"],
+  "unknown-key-nested.yaml": [
+    '6:5 routes[0].cots: unknown key; did you mean "cost"? (allowed here: path, methods, cost, auth)',
+  ],
+  "unknown-key.yaml": [
+    '3:3 upstream.timout: unknown key; did you mean "timeout"? (allowed here: url, timeout, max_sockets, identity_header, forward_authorization)',
+  ],
+  "wrong-type.yaml": ["3:16 upstream.max_sockets: must be a whole number"],
+  "yaml-syntax.yaml": [
+    "4:1 YAML: Flow sequence in block collection must be sufficiently indented and end with a ]",
+  ],
+  "yaml11-boolean.yaml": ["4:12 limits.dry_run: must be true or false"],
+  "zero-duration.yaml": [
+    "4:8 tokens.ttl: must be a duration greater than zero, such as 500ms, 30s, 1m, 1h or 1d",
+  ],
+};
+
+t.test("every fixture has an expectation and every expectation a fixture", async (t) => {
+  const files = (await readdir(DIR)).filter((name) => name.endsWith(".yaml")).sort();
+  t.strictSame(files, Object.keys(expected).sort());
+});
+
+for (const [name, lines] of Object.entries(expected)) {
+  t.test(name, async (t) => {
+    const path = `${DIR}/${name}`;
+    const error = await loadSnapshot(path, { env: {} }).then(
+      () => undefined,
+      (caught: unknown) => caught,
+    );
+    t.ok(error instanceof ConfigError, "the file is refused with a ConfigError");
+    t.strictSame(
+      (error as ConfigError).message.split("\n"),
+      lines.map((line) => `${path}:${line}`),
+    );
+  });
+}
+
+t.test("the prototype of plain objects is never polluted by a __proto__ key", async (t) => {
+  await loadSnapshot(`${DIR}/proto-key.yaml`, { env: {} }).catch(() => undefined);
+  t.equal(({} as Record<string, unknown>).polluted, undefined);
+});

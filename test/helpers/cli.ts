@@ -1,0 +1,58 @@
+/** Runs the built `gatehouse` command as a child process and reads its JSON log lines. */
+import { spawn, type ChildProcess } from "node:child_process";
+import { createInterface } from "node:readline";
+
+/** A running `gatehouse` process. */
+export interface CliProcess {
+  readonly child: ChildProcess;
+  /** http://HOST:PORT of the public listener, read from the "gatehouse listening" line. */
+  readonly url: string;
+  readonly adminUrl: string;
+  /** The JSON log lines printed so far. */
+  lines(): Array<Record<string, unknown>>;
+  /** Sends `signal` and resolves with the exit code. */
+  stop(signal: NodeJS.Signals): Promise<number | null>;
+}
+
+/** Starts `node dist/src/cli.js ...args` and waits until it listens (or fails with its stderr). */
+export function startCli(
+  args: string[],
+  env: NodeJS.ProcessEnv = {},
+  cwd?: string,
+): Promise<CliProcess> {
+  const cli = new URL("../../dist/src/cli.js", import.meta.url).pathname;
+  const child = spawn(process.execPath, [cli, ...args], {
+    cwd,
+    env: { ...process.env, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  const lines: Array<Record<string, unknown>> = [];
+  let stderr = "";
+  child.stderr?.on("data", (chunk: Buffer) => (stderr += chunk.toString("utf8")));
+  const exited = new Promise<number | null>((done) => child.once("exit", (code) => done(code)));
+  return new Promise((resolve, reject) => {
+    createInterface({ input: child.stdout as NodeJS.ReadableStream }).on("line", (text) => {
+      let line: Record<string, unknown>;
+      try {
+        line = JSON.parse(text) as Record<string, unknown>;
+      } catch {
+        return;
+      }
+      lines.push(line);
+      if (line.msg !== "gatehouse listening") return;
+      const listen = line.listen as { address: string; port: number };
+      const admin = line.admin as { address: string; port: number };
+      resolve({
+        child,
+        url: `http://127.0.0.1:${listen.port}`,
+        adminUrl: `http://127.0.0.1:${admin.port}`,
+        lines: () => lines,
+        stop(signal) {
+          child.kill(signal);
+          return exited;
+        },
+      });
+    });
+    void exited.then((code) => reject(new Error(`gatehouse exited with ${code}: ${stderr}`)));
+  });
+}

@@ -25,6 +25,31 @@ export function peerAddress(req: IncomingMessage): string {
   return normalizeAddress(req.socket.remoteAddress ?? "");
 }
 
+/** Whether the peer of `req` is one of the trusted proxies. */
+export function fromTrustedProxy(req: IncomingMessage, trusted: BlockList): boolean {
+  return isTrusted(trusted, peerAddress(req));
+}
+
+/**
+ * The X-Forwarded-For hops that trusted proxies vouch for, left to right: walking from the right,
+ * every trusted hop and then the first untrusted one (the client). What lies left of the client
+ * was written by the client itself and is not believed. Empty when the header is absent or a hop
+ * that would be believed is not an address.
+ */
+export function vouchedHops(req: IncomingMessage, trusted: BlockList): string[] {
+  const forwarded = req.headers["x-forwarded-for"];
+  if (typeof forwarded !== "string") return [];
+  const hops = forwarded.split(",");
+  const vouched: string[] = [];
+  for (let i = hops.length - 1; i >= 0; i--) {
+    const hop = normalizeAddress((hops[i] as string).trim());
+    if (!isIPv4(hop) && !isIPv6(hop)) return [];
+    vouched.push(hop);
+    if (!isTrusted(trusted, hop)) break;
+  }
+  return vouched.reverse();
+}
+
 /**
  * The client address (nginx `real_ip_recursive on`, Envoy `xff_num_trusted_hops`): when the peer is
  * a trusted proxy, walk X-Forwarded-For from the right and take the first untrusted hop.
@@ -32,13 +57,5 @@ export function peerAddress(req: IncomingMessage): string {
 export function clientAddress(req: IncomingMessage, trusted: BlockList | null): string {
   const peer = peerAddress(req);
   if (trusted === null || !isTrusted(trusted, peer)) return peer;
-  const forwarded = req.headers["x-forwarded-for"];
-  if (typeof forwarded !== "string") return peer;
-  const hops = forwarded.split(",");
-  for (let i = hops.length - 1; i >= 0; i--) {
-    const hop = normalizeAddress((hops[i] as string).trim());
-    if (!isIPv4(hop) && !isIPv6(hop)) return peer;
-    if (!isTrusted(trusted, hop)) return hop;
-  }
-  return normalizeAddress((hops[0] as string).trim());
+  return vouchedHops(req, trusted)[0] ?? peer;
 }

@@ -1,7 +1,7 @@
 /** The headers the upstream receives: the only place the outgoing request's headers change. */
 import type { BlockList } from "node:net";
 import type { UpstreamSettings } from "../config/snapshot.js";
-import { peerAddress } from "../http/client-ip.js";
+import { fromTrustedProxy, peerAddress, vouchedHops } from "../http/client-ip.js";
 import type { RequestContext } from "../pipeline/context.js";
 import { stripRequestHopByHop } from "./hop-by-hop.js";
 
@@ -14,11 +14,6 @@ const FORWARDING_CLAIMS = [
   "x-forwarded-proto",
   "x-forwarded-host",
 ];
-
-function fromTrustedProxy(trusted: BlockList | null, peer: string): boolean {
-  if (trusted === null) return false;
-  return trusted.check(peer, peer.includes(":") ? "ipv6" : "ipv4");
-}
 
 /**
  * Rewrites `ctx.req.headers` for the upstream, in order: hop-by-hop fields (and those named in
@@ -35,10 +30,12 @@ export function prepareUpstreamHeaders(
   stripRequestHopByHop(headers);
 
   const peer = peerAddress(req);
-  if (fromTrustedProxy(trusted, peer)) {
-    const prior = headers["x-forwarded-for"];
-    headers["x-forwarded-for"] =
-      typeof prior === "string" && prior !== "" ? `${prior}, ${peer}` : peer;
+  if (trusted !== null && fromTrustedProxy(req, trusted)) {
+    // Only what the trusted proxies vouch for is passed on, so the upstream's leftmost hop is the
+    // client address gatehouse itself uses (D6).
+    const hops = vouchedHops(req, trusted);
+    hops.push(peer);
+    headers["x-forwarded-for"] = hops.join(", ");
     headers["x-forwarded-proto"] ??= "http";
     headers["x-forwarded-host"] ??= headers.host ?? "";
   } else {

@@ -1,0 +1,213 @@
+/**
+ * Upstream faults through real sockets (SPEC §4.5, BAD_INPUTS.md §4.1-4.3): refused, silent,
+ * reset before or during the response, garbage. gatehouse answers 502/504 or cuts the client off,
+ * and keeps serving.
+ */
+import { createServer as createTcpServer, type AddressInfo, type Socket } from "node:net";
+import { request as httpRequest } from "node:http";
+import t from "tap";
+import { eventually, json, send } from "./helpers/client.js";
+import { configFor, startTestGatehouse, type TestGatehouse } from "./helpers/gatehouse.js";
+import { startUpstream } from "./helpers/upstream.js";
+
+const ROUTES = `routes:
+  - path: /v1/**
+    methods: [GET, POST]
+    auth: none
+`;
+
+/** A port nothing listens on: bound once, then released. */
+async function closedPort(): Promise<number> {
+  const server = createTcpServer();
+  await new Promise<void>((done) => server.listen(0, "127.0.0.1", done));
+  const { port } = server.address() as AddressInfo;
+  await new Promise<void>((done) => server.close(() => done()));
+  return port;
+}
+
+/** How a response ended for the client: completely, or cut short. */
+interface Outcome {
+  readonly status: number;
+  readonly bytes: number;
+  readonly complete: boolean;
+  readonly error: string | undefined;
+}
+
+function fetchOutcome(url: string): Promise<Outcome> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(url, { agent: false });
+    req.on("error", reject);
+    req.on("response", (res) => {
+      let bytes = 0;
+      let error: string | undefined;
+      res.on("data", (chunk: Buffer) => (bytes += chunk.length));
+      res.on("error", (e: NodeJS.ErrnoException) => (error = e.code ?? e.message));
+      res.on("close", () =>
+        resolve({ status: res.statusCode ?? 0, bytes, complete: res.complete, error }),
+      );
+    });
+    req.end();
+  });
+}
+
+/** The status of /healthz: 200 while the process runs. */
+async function liveness(gh: TestGatehouse): Promise<number> {
+  return (await send(`${gh.url}/healthz`)).status;
+}
+
+t.test("502 bad_gateway when the upstream port is closed", async (t) => {
+  const gh = await startTestGatehouse(configFor(`http://127.0.0.1:${await closedPort()}`, ROUTES));
+  t.teardown(() => gh.close());
+  for (let i = 0; i < 3; i++) {
+    const res = await send(`${gh.url}/v1/items`);
+    t.equal(res.status, 502);
+    t.match(res.headers["content-type"], /^application\/json/);
+    t.match(json(res), { error: "bad_gateway", message: String });
+    t.type(res.headers["x-request-id"], "string");
+  }
+  const post = await send(`${gh.url}/v1/items`, { method: "POST", body: "x".repeat(100_000) });
+  t.equal(post.status, 502, "also with a request body");
+  t.equal(await liveness(gh), 200, "the process is alive");
+});
+
+t.test("faults of a live upstream", async (t) => {
+  const upstream = await startUpstream();
+  const gh = await startTestGatehouse(
+    configFor(upstream.url, ROUTES).replace("timeout: 2s", "timeout: 300ms"),
+  );
+  const held: Array<{ closed: boolean }> = [];
+  upstream.handler = (req, res) => {
+    const path = req.url ?? "";
+    if (path === "/v1/silent") {
+      // Never answers; records whether gatehouse gave up on the exchange.
+      const exchange = { closed: false };
+      held.push(exchange);
+      res.on("close", () => (exchange.closed = true));
+    } else if (path === "/v1/reset-before-headers") {
+      req.socket.destroy();
+    } else if (path === "/v1/reset-mid-chunked") {
+      res.writeHead(200, { "content-type": "application/octet-stream" });
+      res.write(Buffer.alloc(64 * 1024, 1), () => res.socket?.destroy());
+    } else if (path === "/v1/reset-mid-length") {
+      res.writeHead(200, { "content-length": String(256 * 1024) });
+      res.write(Buffer.alloc(64 * 1024, 1), () => res.socket?.destroy());
+    } else if (path === "/v1/garbage") {
+      (req.socket as Socket).end("this is not HTTP\r\n\r\n");
+    } else if (path === "/v1/bad-framing") {
+      (req.socket as Socket).end(
+        "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+      );
+    } else if (path === "/v1/slow-body") {
+      // Headers at once, the body after longer than upstream.timeout: not a timeout.
+      res.writeHead(200, { "content-type": "text/plain" });
+      res.write("first ");
+      setTimeout(() => res.end("last"), 600);
+    } else {
+      res.end("fine");
+    }
+  };
+  t.teardown(async () => {
+    await gh.close();
+    await upstream.close();
+  });
+
+  t.test("504 gateway_timeout when no headers arrive within upstream.timeout", async (t) => {
+    const res = await send(`${gh.url}/v1/silent`);
+    t.equal(res.status, 504);
+    t.match(json(res), { error: "gateway_timeout", message: String });
+    t.ok(
+      await eventually(async () => held.at(-1)?.closed === true),
+      "the upstream exchange is abandoned, not left open",
+    );
+    t.equal(await liveness(gh), 200, "the process is alive");
+  });
+
+  t.test("504 also for a POST whose body was sent", async (t) => {
+    const res = await send(`${gh.url}/v1/silent`, { method: "POST", body: "payload" });
+    t.equal(res.status, 504);
+  });
+
+  t.test("502 when the upstream resets before its headers", async (t) => {
+    const res = await send(`${gh.url}/v1/reset-before-headers`);
+    t.equal(res.status, 502);
+    t.match(json(res), { error: "bad_gateway" });
+    t.equal(await liveness(gh), 200, "the process is alive");
+  });
+
+  t.test("502 when the upstream answers garbage (E40)", async (t) => {
+    const res = await send(`${gh.url}/v1/garbage`);
+    t.equal(res.status, 502);
+    t.match(json(res), { error: "bad_gateway" });
+  });
+
+  t.test("502 when the upstream answers with both CL and TE (E40)", async (t) => {
+    const res = await send(`${gh.url}/v1/bad-framing`);
+    t.equal(res.status, 502);
+  });
+
+  t.test("a reset mid-body (chunked) reaches the client as a cut, never a clean end", async (t) => {
+    const outcome = await fetchOutcome(`${gh.url}/v1/reset-mid-chunked`);
+    t.equal(outcome.status, 200, "the status line had already gone out");
+    t.equal(outcome.complete, false, "the client sees an incomplete response");
+    t.ok(outcome.bytes <= 64 * 1024);
+    t.equal(await liveness(gh), 200, "the process is alive");
+  });
+
+  t.test("a reset mid-body (Content-Length) leaves the body short", async (t) => {
+    const outcome = await fetchOutcome(`${gh.url}/v1/reset-mid-length`);
+    t.equal(outcome.status, 200);
+    t.equal(outcome.complete, false);
+    t.ok(outcome.bytes < 256 * 1024, "fewer bytes than announced");
+    t.equal(await liveness(gh), 200, "the process is alive");
+  });
+
+  t.test("upstream.timeout bounds the wait for headers, not the body", async (t) => {
+    const res = await send(`${gh.url}/v1/slow-body`);
+    t.equal(res.status, 200);
+    t.equal(res.body.toString(), "first last");
+  });
+
+  t.test("after every fault the upstream is used again normally", async (t) => {
+    const res = await send(`${gh.url}/v1/ok`);
+    t.equal(res.status, 200);
+    t.equal(res.body.toString(), "fine");
+  });
+
+  t.test("faults are logged without crashing; the access log records each", async (t) => {
+    const statuses = gh.logs.filter((l) => l.msg === "request").map((l) => l.status);
+    t.ok(statuses.includes(502));
+    t.ok(statuses.includes(504));
+  });
+
+  t.end();
+});
+
+t.test("a client that goes away mid-request does not hurt the process", async (t) => {
+  const upstream = await startUpstream();
+  let closedUpstream = false;
+  upstream.handler = (_req, res) => {
+    res.writeHead(200);
+    res.write("partial");
+    res.on("close", () => (closedUpstream = true));
+  };
+  const gh = await startTestGatehouse(configFor(upstream.url, ROUTES));
+  t.teardown(async () => {
+    await gh.close();
+    await upstream.close();
+  });
+  await new Promise<void>((done, fail) => {
+    const req = httpRequest(`${gh.url}/v1/stream`, { agent: false });
+    req.on("response", (res) => {
+      res.once("data", () => {
+        req.destroy();
+        done();
+      });
+    });
+    req.on("error", (error: NodeJS.ErrnoException) => {
+      if (error.code !== "ECONNRESET") fail(error);
+    });
+    req.end();
+  });
+  t.ok(await eventually(async () => closedUpstream), "the upstream exchange is closed too");
+  t.equal(await liveness(gh), 200, "the process is alive");
+});

@@ -75,6 +75,9 @@ const expected: Record<string, string[]> = {
   "state-file-redis.yaml": [
     "5:15 limits.state_file: is for the memory store; Redis keeps its own counters",
   ],
+  "store-redis.yaml": [
+    "4:10 limits.store: redis is not available in this version of gatehouse; use memory",
+  ],
   "translation-max.yaml": ["5:10 languages.translation.max: must be at least 1"],
   "unknown-key-nested.yaml": [
     '6:5 routes[0].cots: unknown key; did you mean "cost"? (allowed here: path, methods, cost, auth)',

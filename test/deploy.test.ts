@@ -12,7 +12,7 @@ t.test("the Kubernetes ConfigMap holds a valid gatehouse config", async (t) => {
     .find((d) => d.kind === "ConfigMap");
   const text = (configMap?.data as Record<string, string>)["proxy.config.yaml"] as string;
   const { file } = parseConfigText(text, "deploy/kubernetes.yaml#proxy.config.yaml");
-  t.equal(file.limits.store, "redis");
+  t.equal(file.limits.store, "memory");
   t.equal(file.upstream.url, "http://127.0.0.1:3000");
 });
 

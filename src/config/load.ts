@@ -66,7 +66,9 @@ export function parseConfigText(text: string, name: string): ParsedConfig {
   try {
     data = doc.toJS({ maxAliasCount: 100 });
   } catch (error) {
-    throw new ConfigError(name, [{ line: 1, col: 1, message: `YAML: ${(error as Error).message}` }]);
+    throw new ConfigError(name, [
+      { line: 1, col: 1, message: `YAML: ${(error as Error).message}` },
+    ]);
   }
   if (data === null || data === undefined) data = {};
   const result = FileSchema.safeParse(data, { reportInput: true });
@@ -108,7 +110,8 @@ function missing(message: string): string {
   return message.startsWith("is required") ? message : "is required";
 }
 
-function where(path: readonly PropertyKey[]): string {
+/** A key path as written in messages: `routes[0].path`. */
+export function where(path: readonly PropertyKey[]): string {
   if (path.length === 0) return "(top level)";
   return path
     .map((p, i) => (typeof p === "number" ? `[${p}]` : i === 0 ? String(p) : `.${String(p)}`))

@@ -5,12 +5,20 @@
 import { createHash } from "node:crypto";
 import { BlockList, isIPv4 } from "node:net";
 import { dirname, resolve } from "node:path";
-import { ConfigError, readConfigFile, type ConfigProblem, type ParsedConfig } from "./load.js";
+import {
+  ConfigError,
+  readConfigFile,
+  where,
+  type ConfigProblem,
+  type ParsedConfig,
+} from "./load.js";
 import { durationMs } from "./duration.js";
 import type { FileConfig } from "./schema.js";
 import { compileRoutes, type RouteTable } from "../routes/table.js";
 import { compileLimits, type LimitsSettings } from "../limits/plans.js";
 import { compileLanguages, type LanguageSettings } from "../language/table.js";
+import { createEphemeralKeys, type EphemeralKeys } from "../tokens/keys.js";
+import { compileTokens, type TokenSettings } from "./tokens.js";
 
 /** A listening address. */
 export interface HostPort {
@@ -47,6 +55,7 @@ export interface Snapshot {
   readonly limits: LimitsSettings;
   /** Lower-cased language tables for the language stage. */
   readonly languages: LanguageSettings;
+  readonly tokens: TokenSettings;
   readonly health: { readonly liveness: string; readonly readiness: string };
   readonly shutdown: { readonly delayMs: number; readonly graceMs: number };
 }
@@ -60,6 +69,8 @@ export interface BuildProblem {
 /** What building a snapshot may read besides the file: the environment. */
 export interface BuildOptions {
   readonly env: NodeJS.ProcessEnv;
+  /** Keys for configurations without one; made once per process so reloads keep tokens valid. */
+  readonly ephemeralKeys?: EphemeralKeys;
 }
 
 /** Reads, validates and builds the snapshot for `path`; throws ConfigError listing every problem. */
@@ -75,6 +86,13 @@ export async function buildSnapshot(
 ): Promise<Snapshot> {
   const { file } = parsed;
   const problems: BuildProblem[] = [];
+  if (file.limits.store === "redis") {
+    // The key is part of the file format already; refuse it rather than count per replica quietly.
+    problems.push({
+      path: ["limits", "store"],
+      message: "redis is not available in this version of gatehouse; use memory",
+    });
+  }
   const baseDir = dirname(resolve(options.source));
   const snapshot: Snapshot = {
     file: deepFreeze(file),
@@ -94,6 +112,12 @@ export async function buildSnapshot(
     routes: compileRoutes(file.routes),
     limits: compileLimits(file, baseDir),
     languages: compileLanguages(file.languages),
+    tokens: await compileTokens(file, {
+      baseDir,
+      env: options.env,
+      ephemeralKeys: options.ephemeralKeys ?? createEphemeralKeys(),
+      problems,
+    }),
     health: { liveness: file.health.liveness_path, readiness: file.health.readiness_path },
     shutdown: {
       delayMs: durationMs(file.shutdown.delay),
@@ -110,7 +134,7 @@ export async function buildSnapshot(
 }
 
 function locateProblem(parsed: ParsedConfig, problem: BuildProblem): ConfigProblem {
-  return { ...parsed.locate(problem.path), message: problem.message };
+  return { ...parsed.locate(problem.path), message: `${where(problem.path)}: ${problem.message}` };
 }
 
 /** Splits HOST:PORT (IPv6 in brackets); the schema has already checked the form. */

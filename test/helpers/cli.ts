@@ -14,13 +14,15 @@ export interface CliProcess {
   stop(signal: NodeJS.Signals): Promise<number | null>;
 }
 
-/** Starts `node dist/src/cli.js ...args` and waits until it listens (or fails with its stderr). */
+const BUILT_CLI = new URL("../../dist/src/cli.js", import.meta.url).pathname;
+
+/** Starts `node <cli> ...args` (the built CLI by default) and waits until it listens. */
 export function startCli(
   args: string[],
   env: NodeJS.ProcessEnv = {},
   cwd?: string,
+  cli = BUILT_CLI,
 ): Promise<CliProcess> {
-  const cli = new URL("../../dist/src/cli.js", import.meta.url).pathname;
   const child = spawn(process.execPath, [cli, ...args], {
     cwd,
     env: { ...process.env, ...env },

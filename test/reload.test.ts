@@ -1,0 +1,241 @@
+/**
+ * Config reload (SPEC §3, §4.6, §6): an in-place write, a rename over the file, a Kubernetes
+ * ConfigMap symlink swap and SIGHUP each swap the snapshot; a bad file changes nothing. Changes are
+ * awaited by polling with a deadline, never by asserting how long they took.
+ */
+import { mkdir, mkdtemp, rename, rm, symlink, unlink, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Writable } from "node:stream";
+import { pino } from "pino";
+import t from "tap";
+import { startGatehouse, type Gatehouse } from "../src/server.js";
+import { startCli } from "./helpers/cli.js";
+import { eventually, send } from "./helpers/client.js";
+import { startTestGatehouse } from "./helpers/gatehouse.js";
+import { startUpstream } from "./helpers/upstream.js";
+
+// SPEC §6 promises 2 s; the deadline leaves room for a loaded CI machine.
+const DEADLINE_MS = 8000;
+
+const upstream = await startUpstream();
+t.teardown(() => upstream.close());
+
+/** A config allowing GET on each of `paths`. */
+function config(paths: readonly string[], extra = ""): string {
+  const routes = paths.map((p) => `  - path: ${p}\n    methods: [GET]\n    auth: none\n`).join("");
+  return `listen: 127.0.0.1:0
+admin_listen: 127.0.0.1:0
+upstream:
+  url: ${upstream.url}
+  timeout: 2s
+shutdown:
+  grace: 2s
+routes:
+${routes}${extra}`;
+}
+
+async function status(url: string): Promise<number> {
+  return (await send(url)).status;
+}
+
+/** Polls until GET `url` answers `expected`. */
+function becomes(url: string, expected: number): Promise<boolean> {
+  return eventually(async () => (await status(url)) === expected, DEADLINE_MS);
+}
+
+async function reloadCount(adminUrl: string, result: string): Promise<number> {
+  const text = (await send(`${adminUrl}/metrics`)).body.toString();
+  const line = new RegExp(`^gatehouse_config_reloads_total\\{result="${result}"\\} (\\d+)$`, "m");
+  return Number(line.exec(text)?.[1] ?? 0);
+}
+
+t.test("an in-place write is picked up by the watcher", async (t) => {
+  const gh = await startTestGatehouse(config(["/v1/a"]), { watch: true });
+  t.teardown(() => gh.close());
+  t.equal(await status(`${gh.url}/v1/b`), 404);
+  await gh.writeConfig(config(["/v1/a", "/v1/b"]));
+  t.ok(await becomes(`${gh.url}/v1/b`, 200), "the new route is served");
+  t.equal(await status(`${gh.url}/v1/a`), 200, "the old one too");
+  t.match(
+    gh.logs.find((l) => l.msg === "config reloaded"),
+    { trigger: "file change", hash: gh.gatehouse.config().hash },
+  );
+  await gh.writeConfig(config(["/v1/b"]));
+  t.ok(await becomes(`${gh.url}/v1/a`, 404), "a removed route stops being served");
+});
+
+t.test("a rename over the file is picked up by the watcher", async (t) => {
+  const gh = await startTestGatehouse(config(["/v1/a"]), { watch: true });
+  t.teardown(() => gh.close());
+  const temporary = join(gh.dir, ".proxy.config.yaml.swp");
+  await writeFile(temporary, config(["/v1/a", "/v1/renamed"]));
+  await rename(temporary, gh.configPath);
+  t.ok(await becomes(`${gh.url}/v1/renamed`, 200));
+  // A second rename: the watcher survived the first one.
+  await writeFile(temporary, config(["/v1/again"]));
+  await rename(temporary, gh.configPath);
+  t.ok(await becomes(`${gh.url}/v1/again`, 200));
+  t.equal(await status(`${gh.url}/v1/a`), 404);
+});
+
+/** Starts gatehouse on `configPath` with the file watcher on, logging into memory. */
+async function startWatching(
+  configPath: string,
+): Promise<{ gatehouse: Gatehouse; url: string; logs: Array<Record<string, unknown>> }> {
+  const logs: Array<Record<string, unknown>> = [];
+  const sink = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      for (const line of chunk.toString("utf8").split("\n")) {
+        if (line !== "") logs.push(JSON.parse(line) as Record<string, unknown>);
+      }
+      done();
+    },
+  });
+  const gatehouse = await startGatehouse({ configPath, log: pino(sink), watch: true });
+  return { gatehouse, url: `http://127.0.0.1:${gatehouse.address.port}`, logs };
+}
+
+t.test("a Kubernetes ConfigMap symlink swap is picked up by the watcher", async (t) => {
+  // The kubelet's layout: proxy.config.yaml -> ..data/proxy.config.yaml, ..data -> ..<timestamp>;
+  // an update writes a new timestamped folder, points ..data_tmp at it, renames it over ..data
+  // and removes the old folder.
+  const dir = await mkdtemp(join(tmpdir(), "gatehouse-configmap-"));
+  const publish = async (stamp: string, text: string, previous?: string): Promise<void> => {
+    await mkdir(join(dir, stamp));
+    await writeFile(join(dir, stamp, "proxy.config.yaml"), text);
+    await symlink(stamp, join(dir, "..data_tmp"));
+    await rename(join(dir, "..data_tmp"), join(dir, "..data"));
+    if (previous !== undefined) await rm(join(dir, previous), { recursive: true });
+  };
+  await publish("..2026_01_01_00_00_00.000000001", config(["/v1/a"]));
+  await symlink("..data/proxy.config.yaml", join(dir, "proxy.config.yaml"));
+  const gh = await startWatching(join(dir, "proxy.config.yaml"));
+  t.teardown(async () => {
+    await gh.gatehouse.shutdown();
+    await rm(dir, { recursive: true, force: true });
+  });
+  t.equal(await status(`${gh.url}/v1/a`), 200);
+  t.equal(await status(`${gh.url}/v1/swapped`), 404);
+
+  await publish(
+    "..2026_01_01_00_01_00.000000002",
+    config(["/v1/a", "/v1/swapped"]),
+    "..2026_01_01_00_00_00.000000001",
+  );
+  t.ok(await becomes(`${gh.url}/v1/swapped`, 200), "the first swap is applied");
+
+  await publish(
+    "..2026_01_01_00_02_00.000000003",
+    config(["/v1/second"]),
+    "..2026_01_01_00_01_00.000000002",
+  );
+  t.ok(await becomes(`${gh.url}/v1/second`, 200), "a second swap is applied too");
+  t.equal(await status(`${gh.url}/v1/a`), 404);
+  t.equal(gh.logs.filter((l) => l.msg === "config reloaded").length >= 2, true);
+});
+
+t.test("a bad file changes nothing, is logged and counted; a good one recovers", async (t) => {
+  const gh = await startTestGatehouse(config(["/v1/a"]), { watch: true });
+  t.teardown(() => gh.close());
+  const adminUrl = `http://127.0.0.1:${gh.gatehouse.adminAddress.port}`;
+  const hash = gh.gatehouse.config().hash;
+
+  await gh.writeConfig(`${config(["/v1/a"])}routes: [\n`);
+  t.ok(
+    await eventually(async () => (await reloadCount(adminUrl, "failure")) >= 1, DEADLINE_MS),
+    'gatehouse_config_reloads_total{result="failure"} counts it',
+  );
+  t.equal(gh.gatehouse.config().hash, hash, "the snapshot in force is the old one");
+  t.equal(await status(`${gh.url}/v1/a`), 200, "the old routes keep working");
+  t.equal(await status(`${gh.url}/readyz`), 200, "readiness stays up");
+  const failure = gh.logs.find((l) => l.msg?.toString().startsWith("config reload failed"));
+  t.equal(failure?.level, 50, "logged as an error");
+  t.match(failure?.problems, [/proxy\.config\.yaml:\d+:\d+ /], "with file, line and column");
+
+  const failuresBefore = await reloadCount(adminUrl, "failure");
+  await gh.writeConfig(config(["/v1/a"], "unknown_key: 1\n"));
+  t.ok(
+    await eventually(
+      async () => (await reloadCount(adminUrl, "failure")) > failuresBefore,
+      DEADLINE_MS,
+    ),
+    "an invalid key fails the reload too",
+  );
+  t.equal(gh.gatehouse.config().hash, hash);
+
+  await unlink(gh.configPath);
+  t.equal(await gh.gatehouse.reload("test"), "failure", "a deleted file fails the reload");
+  t.equal(await status(`${gh.url}/v1/a`), 200);
+
+  await gh.writeConfig(config(["/v1/a", "/v1/fixed"]));
+  t.ok(await becomes(`${gh.url}/v1/fixed`, 200), "the next good file is applied");
+  t.ok((await reloadCount(adminUrl, "success")) >= 1);
+  t.not(gh.gatehouse.config().hash, hash);
+});
+
+t.test("a reload of the same bytes changes nothing", async (t) => {
+  const gh = await startTestGatehouse(config(["/v1/a"]));
+  t.teardown(() => gh.close());
+  const before = gh.gatehouse.config();
+  t.equal(await gh.gatehouse.reload("test"), "unchanged");
+  t.equal(gh.gatehouse.config(), before, "the same snapshot object stays in force");
+});
+
+t.test("a request keeps the snapshot it started with", async (t) => {
+  let release: (() => void) | undefined;
+  const slow = await startUpstream((_req, res) => {
+    release = () => res.end("old snapshot");
+  });
+  const gh = await startTestGatehouse(
+    config(["/v1/a"]).replace(`url: ${upstream.url}`, `url: ${slow.url}`),
+  );
+  t.teardown(async () => {
+    await gh.close();
+    await slow.close();
+  });
+  const inFlight = send(`${gh.url}/v1/a`);
+  t.ok(await eventually(async () => release !== undefined), "the request reached the upstream");
+  await gh.writeConfig(config(["/v1/b"]));
+  t.equal(await gh.gatehouse.reload("test"), "success");
+  t.equal(await status(`${gh.url}/v1/a`), 404, "new requests see the new routes");
+  release?.();
+  const res = await inFlight;
+  t.equal(res.status, 200, "the request in flight completes");
+  t.equal(res.body.toString(), "old snapshot");
+});
+
+t.test("SIGHUP re-reads the file (the built CLI)", async (t) => {
+  // The config is a symlink into another folder: the watcher (on the link's folder) does not see
+  // writes to the target, so only SIGHUP can apply them.
+  const dir = await mkdtemp(join(tmpdir(), "gatehouse-sighup-"));
+  await mkdir(join(dir, "conf"));
+  await mkdir(join(dir, "real"));
+  const real = join(dir, "real", "proxy.config.yaml");
+  await writeFile(real, config(["/v1/a"]));
+  await symlink(real, join(dir, "conf", "proxy.config.yaml"));
+  const cli = await startCli(["--config", join(dir, "conf", "proxy.config.yaml")]);
+  t.teardown(async () => {
+    if (cli.child.exitCode === null) await cli.stop("SIGTERM");
+    await rm(dir, { recursive: true, force: true });
+  });
+  t.equal(await status(`${cli.url}/v1/hup`), 404);
+
+  await writeFile(real, config(["/v1/a", "/v1/hup"]));
+  cli.child.kill("SIGHUP");
+  t.ok(await becomes(`${cli.url}/v1/hup`, 200), "the new route is served after SIGHUP");
+  t.match(
+    cli.lines().find((l) => l.msg === "config reloaded"),
+    { trigger: "SIGHUP" },
+  );
+
+  await writeFile(real, "routes: [\n");
+  cli.child.kill("SIGHUP");
+  t.ok(
+    await eventually(async () => (await reloadCount(cli.adminUrl, "failure")) >= 1, DEADLINE_MS),
+    "a bad file on SIGHUP is counted",
+  );
+  t.equal(await status(`${cli.url}/v1/hup`), 200, "and changes nothing");
+  t.equal(cli.child.exitCode, null, "the process keeps running");
+  t.equal(await cli.stop("SIGTERM"), 0);
+});

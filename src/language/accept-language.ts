@@ -1,7 +1,7 @@
 /**
  * Accept-Language (RFC 9110 §12.5.4) to exactly one supported tag, by RFC 4647 §3.4 lookup.
- * One pass over the header, at most MAX_MEMBERS members, no sort and no allocation besides the
- * short lookup prefixes: a hostile header costs time linear in its length, and never an error.
+ * One pass over the header, at most MAX_MEMBERS members, no sort and no allocation: a hostile
+ * header costs time linear in its length, and never an error.
  */
 import { lookupRange, type LanguageTable } from "./table.js";
 
@@ -14,7 +14,7 @@ export interface WorkMeter {
   members: number;
   /** Characters the scan advanced over; it never moves backwards. */
   scanned: number;
-  /** RFC 4647 lookups made; each builds at most `maxLength` prefixes of the longest tag. */
+  /** RFC 4647 lookups made; each tries at most `maxLength` prefixes against the table. */
   lookups: number;
 }
 

@@ -6,8 +6,6 @@ import type { FileConfig } from "../config/schema.js";
 
 /** Supported languages ready for lookup. */
 export interface LanguageTable {
-  /** Lower-case tag -> its index in `supported`. */
-  readonly index: ReadonlyMap<string, number>;
   /** The supported tags, lower-case, in config order. */
   readonly supported: readonly string[];
   /** The tag used when nothing else matches. */
@@ -35,7 +33,6 @@ export interface LanguageSettings {
 export function compileLanguages(config: FileConfig["languages"]): LanguageSettings {
   const supported = config.supported.map((tag) => tag.toLowerCase());
   const table: LanguageTable = {
-    index: new Map(supported.map((tag, i) => [tag, i])),
     supported,
     default: config.default.toLowerCase(),
     maxLength: Math.max(...supported.map((tag) => tag.length)),
@@ -63,7 +60,7 @@ function isSeparator(code: number): boolean {
 /**
  * RFC 4647 §3.4 lookup of the well-formed range `text[start, end)` (`_` read as `-`): the index
  * of the longest supported prefix ending at a subtag boundary, or -1. Prefixes longer than the
- * longest supported tag are never built, so the work is bounded whatever the range's length.
+ * longest supported tag are never tried, so the work is bounded whatever the range's length.
  */
 export function lookupRange(
   text: string,
@@ -80,13 +77,31 @@ export function lookupRange(
     // §3.4: a truncation that ends with a single-character subtag drops that subtag as well.
     const singleton = stop - start > 2 && isSeparator(text.charCodeAt(stop - 2));
     if (!singleton) {
-      let candidate = text.slice(start, stop).toLowerCase();
-      if (candidate.includes("_")) candidate = candidate.replaceAll("_", "-");
-      const found = table.index.get(candidate);
-      if (found !== undefined) return found;
+      const found = findTag(text, start, stop, table.supported);
+      if (found >= 0) return found;
     }
     stop--;
     while (stop > start && !isSeparator(text.charCodeAt(stop))) stop--;
   }
   return -1;
+}
+
+// Compares in place rather than building a lower-cased copy: the hot path allocates nothing.
+function findTag(text: string, start: number, stop: number, supported: readonly string[]): number {
+  const length = stop - start;
+  for (let k = 0; k < supported.length; k++) {
+    const tag = supported[k] as string;
+    if (tag.length !== length) continue;
+    let i = 0;
+    while (i < length && sameChar(text.charCodeAt(start + i), tag.charCodeAt(i))) i++;
+    if (i === length) return k;
+  }
+  return -1;
+}
+
+// `tagCode` is from a lower-case tag; `code` may be upper-case, and `_` stands for `-`.
+function sameChar(code: number, tagCode: number): boolean {
+  if (code === tagCode) return true;
+  if (code === UNDERSCORE) return tagCode === HYPHEN;
+  return code >= 0x41 && code <= 0x5a && (code | 0x20) === tagCode;
 }

@@ -13,8 +13,6 @@ export type TranslationDecision =
 
 const ABSENT: TranslationDecision = Object.freeze({ kind: "absent" });
 
-// RFC 4647 §2.1 language-range without "*", `_` read as `-` as for Accept-Language.
-const LANGUAGE_TAG = /^[A-Za-z]{1,8}(?:[-_][A-Za-z0-9]{1,8})*$/;
 const ESCAPE = /%([0-9A-Fa-f]{2})/g;
 const NAMED_LENGTH = 35;
 
@@ -38,7 +36,7 @@ export function canonicaliseTranslation(
     const name = decodeName(rawName);
     if (name !== parameter) {
       // `p[]=` and `p[0]=` would become an array in qs-style parsers, past the `max` rule.
-      if (name.startsWith(`${parameter}[`)) {
+      if (name.startsWith(parameter) && name.charCodeAt(parameter.length) === 0x5b /* [ */) {
         return refused(
           `${parameter}[] and ${parameter}[N] are not accepted; send ${parameter}=fr,de`,
         );
@@ -52,20 +50,28 @@ export function canonicaliseTranslation(
     }
     const value = decodeValue(equals < 0 ? "" : part.slice(equals + 1));
     if (value === undefined) return refused(`${parameter} has a malformed percent-encoding`);
-    for (const member of value.split(",")) {
-      const code = trimOws(member);
-      if (code === "") continue;
-      if (!LANGUAGE_TAG.test(code))
-        return refused(`${parameter}: ${named(code)} is not a language code`);
-      const found = lookupRange(code, 0, code.length, table);
-      if (found < 0) {
-        if (rules.dropUnsupported) continue;
-        return refused(
-          `${parameter}: ${named(code)} is not a supported language (supported: ${table.supported.join(", ")})`,
-        );
+    for (let start = 0; start <= value.length;) {
+      let end = value.indexOf(",", start);
+      if (end < 0) end = value.length;
+      const next = end + 1;
+      // Only spaces and tabs are trimmed: a CR, LF or NUL leaves the code malformed (C23).
+      while (start < end && isOws(value.charCodeAt(start))) start++;
+      while (end > start && isOws(value.charCodeAt(end - 1))) end--;
+      if (start < end) {
+        if (!isLanguageRange(value, start, end)) {
+          return refused(`${parameter}: ${named(value, start, end)} is not a language code`);
+        }
+        const found = lookupRange(value, start, end, table);
+        if (found >= 0) {
+          const tag = table.supported[found] as string;
+          if (!codes.includes(tag)) codes.push(tag);
+        } else if (!rules.dropUnsupported) {
+          return refused(
+            `${parameter}: ${named(value, start, end)} is not a supported language (supported: ${table.supported.join(", ")})`,
+          );
+        }
       }
-      const tag = table.supported[found] as string;
-      if (!codes.includes(tag)) codes.push(tag);
+      start = next;
     }
   }
   if (at < 0) return ABSENT;
@@ -100,13 +106,23 @@ function decodeValue(raw: string): string | undefined {
   }
 }
 
-// Only spaces and tabs are trimmed: a CR, LF or NUL makes the value malformed (BAD_INPUTS C23).
-function trimOws(text: string): string {
-  let start = 0;
-  let end = text.length;
-  while (start < end && isOws(text.charCodeAt(start))) start++;
-  while (end > start && isOws(text.charCodeAt(end - 1))) end--;
-  return start === 0 && end === text.length ? text : text.slice(start, end);
+// RFC 4647 §2.1: 1*8ALPHA *("-" 1*8alphanum), `_` read as `-` as for Accept-Language; no "*".
+function isLanguageRange(text: string, start: number, end: number): boolean {
+  let subtag = 0;
+  let first = true;
+  for (let i = start; i < end; i++) {
+    const code = text.charCodeAt(i);
+    const lower = code | 0x20;
+    if ((lower >= 0x61 && lower <= 0x7a) || (!first && code >= 0x30 && code <= 0x39)) {
+      if (++subtag > 8) return false;
+    } else if ((code === 0x2d || code === 0x5f) && subtag > 0) {
+      subtag = 0;
+      first = false;
+    } else {
+      return false;
+    }
+  }
+  return subtag > 0;
 }
 
 function isOws(code: number): boolean {
@@ -114,6 +130,7 @@ function isOws(code: number): boolean {
 }
 
 // The code as a JSON string, shortened: the message is readable and bounded.
-function named(code: string): string {
-  return JSON.stringify(code.length > NAMED_LENGTH ? `${code.slice(0, NAMED_LENGTH)}...` : code);
+function named(text: string, start: number, end: number): string {
+  const code = text.slice(start, Math.min(end, start + NAMED_LENGTH));
+  return JSON.stringify(end - start > NAMED_LENGTH ? `${code}...` : code);
 }

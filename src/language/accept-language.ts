@@ -103,7 +103,8 @@ export function negotiateLanguage(
     if (members === MAX_MEMBERS) break;
     members++;
 
-    // RFC 4647 §2.1: language-range = (1*8ALPHA *("-" 1*8alphanum)) / "*"; SPEC §6 reads `_` as `-`.
+    // RFC 4647 §2.1: language-range = (1*8ALPHA *("-" 1*8alphanum)) / "*".
+    // SPEC §6 reads `_` as `-`.
     const tagStart = i;
     let valid = true;
     let star = false;

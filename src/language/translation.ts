@@ -67,7 +67,8 @@ export function canonicaliseTranslation(
           if (!codes.includes(tag)) codes.push(tag);
         } else if (!rules.dropUnsupported) {
           return refused(
-            `${parameter}: ${named(value, start, end)} is not a supported language (supported: ${table.supported.join(", ")})`,
+            `${parameter}: ${named(value, start, end)} is not a supported language ` +
+              `(supported: ${table.supported.join(", ")})`,
           );
         }
       }

@@ -90,6 +90,22 @@ t.test(
   },
 );
 
+t.test("50 concurrent requests with 10 points left: exactly 10 pass", async (t) => {
+  const g = await startTestGatehouse(anonymous(10));
+  t.teardown(() => g.close());
+  const statuses = await Promise.all(
+    Array.from({ length: 50 }, async () => {
+      const response = await fetch(`${g.url}/open`);
+      await response.arrayBuffer();
+      return response.status;
+    }),
+  );
+  t.equal(statuses.filter((s) => s === 200).length, 10);
+  t.equal(statuses.filter((s) => s === 429).length, 40);
+  const after = await fetch(`${g.url}/open`);
+  t.equal(after.status, 429, "the refunds of the 40 gave nothing away");
+});
+
 t.test("a spoofed X-Forwarded-For is ignored without trusted proxies", async (t) => {
   const g = await startTestGatehouse(anonymous(2));
   t.teardown(() => g.close());

@@ -5,7 +5,7 @@
 import type { RateLimiterAbstract } from "rate-limiter-flexible";
 import { decide, type Decision } from "./decide.js";
 import type { LimitsSettings, Plan, QuotaRule, RateRule } from "./plans.js";
-import { addPoints, refundPoints, type Count, type LimiterStore } from "./store.js";
+import { addPoints, refundPoints, type LimiterStore } from "./store.js";
 import { createPeriodClock, type PeriodSpan } from "./windows.js";
 
 /** A plan with its counters at hand. */
@@ -65,21 +65,13 @@ export function createEnforcer(
     clients,
     async check({ rate, quota }, key, cost) {
       const nowMs = now();
-      const span = quota?.periodAt(nowMs);
-      // A quota counter belongs to one calendar period: the next period starts from zero.
-      const quotaKey = span === undefined ? "" : `${key}@${span.id}`;
-      const [rateCount, quotaCount] = await Promise.all([
-        rate === undefined ? undefined : addPoints(rate.limiter, key, cost),
-        quota === undefined || span === undefined
-          ? undefined
-          : addPoints(quota.limiter, quotaKey, cost, Math.ceil((span.endMs - nowMs) / 1000)),
+      const [rateInput, quotaInput] = await Promise.all([
+        rate && countRate(rate, key, cost),
+        quota && countQuota(quota, key, cost, nowMs),
       ]);
       const decision = decide({
-        rate: rate === undefined ? undefined : { rule: rate.rule, count: rateCount as Count },
-        quota:
-          quota === undefined || span === undefined
-            ? undefined
-            : { rule: quota.rule, count: quotaCount as Count, endMs: span.endMs },
+        rate: rateInput,
+        quota: quotaInput,
         cost,
         nowMs,
         dryRun: settings.dryRun,
@@ -87,11 +79,31 @@ export function createEnforcer(
       if (!decision.allowed) {
         // SPEC §6: a request answered 429 consumes nothing, neither rate nor quota.
         await Promise.all([
-          rate === undefined ? undefined : refundPoints(rate.limiter, key, cost),
-          quota === undefined ? undefined : refundPoints(quota.limiter, quotaKey, cost),
+          rate && refundPoints(rate.limiter, key, cost),
+          quota && quotaInput && refundPoints(quota.limiter, quotaInput.key, cost),
         ]);
       }
       return decision;
     },
   };
+}
+
+// Counts against the rate limit's rolling counter.
+async function countRate(rate: NonNullable<PreparedPlan["rate"]>, key: string, cost: number) {
+  return { rule: rate.rule, count: await addPoints(rate.limiter, key, cost) };
+}
+
+// Counts against the counter of the calendar period `nowMs` falls in.
+async function countQuota(
+  quota: NonNullable<PreparedPlan["quota"]>,
+  key: string,
+  cost: number,
+  nowMs: number,
+) {
+  const span = quota.periodAt(nowMs);
+  // A quota counter belongs to one calendar period: the next period starts from zero.
+  const periodKey = `${key}@${span.id}`;
+  const lifetimeSec = Math.ceil((span.endMs - nowMs) / 1000);
+  const count = await addPoints(quota.limiter, periodKey, cost, lifetimeSec);
+  return { rule: quota.rule, count, endMs: span.endMs, key: periodKey };
 }

@@ -88,7 +88,7 @@ export function createEnforcer(
   };
 }
 
-// Counts against the rate limit's rolling counter.
+// Counts against the rate limit's window, which starts at the key's first request (RLF).
 async function countRate(rate: NonNullable<PreparedPlan["rate"]>, key: string, cost: number) {
   return { rule: rate.rule, count: await addPoints(rate.limiter, key, cost) };
 }

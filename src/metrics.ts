@@ -13,6 +13,8 @@ export interface Metrics {
   readonly upstreamDuration: Histogram<string>;
   readonly configReloads: Counter<"result">;
   readonly configHash: Gauge<"hash">;
+  readonly tokensIssued: Counter<string>;
+  readonly authFailures: Counter<"reason">;
   readonly limitRefusals: Counter<"refusal" | "dry_run">;
 }
 
@@ -51,6 +53,17 @@ export function createMetrics(): Metrics {
       name: "gatehouse_config_info",
       help: "1 for the sha256 of the configuration in force.",
       labelNames: ["hash"],
+      registers: [registry],
+    }),
+    tokensIssued: new Counter({
+      name: "gatehouse_tokens_issued_total",
+      help: "Access tokens issued by the token endpoint.",
+      registers: [registry],
+    }),
+    authFailures: new Counter({
+      name: "gatehouse_auth_failures_total",
+      help: "Failed client authentications and refused bearer tokens, by reason.",
+      labelNames: ["reason"],
       registers: [registry],
     }),
     limitRefusals: new Counter({

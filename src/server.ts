@@ -16,6 +16,7 @@ import { loadSnapshot, type Snapshot } from "./config/snapshot.js";
 import { createConfigStore, type ConfigStore, type ReloadResult } from "./config/store.js";
 import { restoreCounters, saveCounters } from "./limits/state-file.js";
 import { createMemoryStore } from "./limits/store.js";
+import { createEphemeralKeys } from "./tokens/keys.js";
 import { createLogger } from "./log.js";
 import { createMetrics, type Metrics } from "./metrics.js";
 import type { RequestContext, Stage } from "./pipeline/context.js";
@@ -62,7 +63,9 @@ export interface Gatehouse {
 /** Loads the config (throwing ConfigError if invalid) and starts serving. */
 export async function startGatehouse(options: StartOptions): Promise<Gatehouse> {
   const env = options.env ?? process.env;
-  const first = await loadSnapshot(options.configPath, { env });
+  // Generated once: a reload must not invalidate the tokens signed with a generated key.
+  const ephemeralKeys = createEphemeralKeys();
+  const first = await loadSnapshot(options.configPath, { env, ephemeralKeys });
   const log = options.log ?? createLogger(first.file.logging.level);
   const metrics = createMetrics();
   let draining = false;
@@ -88,6 +91,11 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
 
   const forwarders = new Map<string, Forwarder>();
   const prepare = (config: Snapshot): Runtime => {
+    if (config.tokens.ephemeralKey) {
+      log.warn(
+        "no signing key configured (tokens.signing): tokens are signed with a key generated at start; they die with the process and are not shared between replicas",
+      );
+    }
     const key = forwarderKey(config.upstream);
     let forwarder = forwarders.get(key);
     if (forwarder === undefined) {
@@ -103,6 +111,7 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
   const store: ConfigStore<Runtime> = createConfigStore<Runtime>({
     path: options.configPath,
     env,
+    ephemeralKeys,
     log,
     metrics,
     initial: prepare(first),

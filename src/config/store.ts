@@ -10,13 +10,13 @@ import { dirname, resolve } from "node:path";
 import type { Logger } from "pino";
 import type { Metrics } from "../metrics.js";
 import { ConfigError } from "./load.js";
-import { loadSnapshot, type Snapshot } from "./snapshot.js";
+import { loadSnapshot, type BuildOptions, type Snapshot } from "./snapshot.js";
 
 /** How a reload ended. */
 export type ReloadResult = "success" | "failure" | "unchanged";
 
-/** What the store needs to build and report. */
-export interface ConfigStoreOptions<T extends { readonly config: Snapshot }> {
+/** What the store needs to build and report; the build options are used for every reload. */
+export interface ConfigStoreOptions<T extends { readonly config: Snapshot }> extends BuildOptions {
   readonly path: string;
   readonly env: NodeJS.ProcessEnv;
   readonly log: Logger;
@@ -59,7 +59,7 @@ export function createConfigStore<T extends { readonly config: Snapshot }>(
   async function reloadOnce(trigger: string): Promise<ReloadResult> {
     let config: Snapshot;
     try {
-      config = await loadSnapshot(options.path, { env: options.env });
+      config = await loadSnapshot(options.path, options);
     } catch (error) {
       metrics.configReloads.inc({ result: "failure" });
       const problems = error instanceof ConfigError ? error.message.split("\n") : [String(error)];

@@ -3,6 +3,8 @@
  * either adds facts to the context and lets the next one run, or answers.
  */
 import type { Snapshot } from "../config/snapshot.js";
+import { createFailureLimiter } from "../limits/failures.js";
+import { createAuthenticateStage } from "../stages/authenticate.js";
 import { createCanonicalPathStage } from "../stages/canonical-path.js";
 import { createForwardStage } from "../stages/forward.js";
 import { createFramingStage } from "../stages/framing.js";
@@ -11,6 +13,7 @@ import { createLanguageStage } from "../stages/language.js";
 import { createLimitsStage } from "../stages/limits.js";
 import { createRequestIdStage } from "../stages/request-id.js";
 import { createRouteStage } from "../stages/route.js";
+import { createTokenEndpointStage } from "../stages/token-endpoint.js";
 import type { LimiterStore } from "../limits/store.js";
 import type { Forwarder } from "../upstream/forwarder.js";
 import type { Stage } from "./context.js";
@@ -36,8 +39,17 @@ export function buildStages(config: Snapshot, deps: PipelineDeps): readonly Stag
     createCanonicalPathStage(),
     // gatehouse's own paths: answered here, never forwarded, never counted.
     createHealthStage(config.health, services.lifecycle),
+    // The token endpoint and the JWKS: gatehouse's own paths too, before the allowlist.
+    createTokenEndpointStage(
+      config.tokens,
+      config.trustedProxies,
+      createFailureLimiter(deps.limiterStore, config.tokens.failureLimit),
+      services,
+    ),
     // The allowlist: 404 and 405 never reach the limiter.
     createRouteStage(config.routes),
+    // SPEC §6: 401 and 400 for the bearer token come after 404/405 and before anything counts.
+    createAuthenticateStage(config.tokens, services),
     // SPEC §6: after the route (only forwarded requests) and before the limits, so a refused
     // translation parameter (400) is never counted.
     createLanguageStage(config.languages),

@@ -1,0 +1,198 @@
+/**
+ * The `tokens` and `clients` sections compiled for the token endpoint and the bearer stage: keys
+ * read and imported, secrets resolved from the environment, hashes parsed. A problem is pushed with
+ * its config path, so it is reported at its line like a schema error.
+ */
+import { readFile } from "node:fs/promises";
+import { resolve } from "node:path";
+import { durationMs } from "./duration.js";
+import type { FileConfig } from "./schema.js";
+import type { BuildProblem } from "./snapshot.js";
+import {
+  keyPairFromPem,
+  keyPairFromSecret,
+  keyRing,
+  MIN_HS256_BYTES,
+  verificationKeyFromPem,
+  type EphemeralKeys,
+  type KeyPair,
+  type KeyRing,
+  type VerificationKey,
+} from "../tokens/keys.js";
+import {
+  DEFAULT_SCRYPT,
+  dummyRecord,
+  parseSecretHash,
+  recordFromSecret,
+  type SecretRecord,
+} from "../tokens/secrets.js";
+
+/** The clients allowed to obtain tokens. */
+export interface ClientRegistry {
+  /** Stored secrets by exact client id (SPEC §4.1: ids are not case-folded). */
+  readonly secrets: ReadonlyMap<string, SecretRecord>;
+  /** Checked for an unknown id, so it costs what a wrong secret costs. */
+  readonly dummy: SecretRecord;
+}
+
+/** Everything the token endpoint and the bearer stage need, precomputed. */
+export interface TokenSettings {
+  readonly path: string;
+  readonly issuer: string;
+  readonly audience: string;
+  /** Whole seconds: `expires_in`, and `exp - iat`. */
+  readonly ttlSeconds: number;
+  readonly clockToleranceSeconds: number;
+  readonly keys: KeyRing;
+  readonly clients: ClientRegistry;
+  /** Failed client authentications allowed per window, per client IP and per client id. */
+  readonly failureLimit: { readonly limit: number; readonly windowMs: number };
+  /** True when no key is configured and the process's generated key signs. */
+  readonly ephemeralKey: boolean;
+}
+
+/** What compiling the token settings may use. */
+export interface TokenBuildContext {
+  readonly baseDir: string;
+  readonly env: NodeJS.ProcessEnv;
+  readonly ephemeralKeys: EphemeralKeys;
+  readonly problems: BuildProblem[];
+}
+
+async function readPem(
+  baseDir: string,
+  file: string,
+  path: readonly PropertyKey[],
+  problems: BuildProblem[],
+): Promise<string | undefined> {
+  try {
+    return await readFile(resolve(baseDir, file), "utf8");
+  } catch (error) {
+    const reason = (error as NodeJS.ErrnoException).code ?? String(error);
+    problems.push({ path, message: `cannot read ${JSON.stringify(file)} (${reason})` });
+    return undefined;
+  }
+}
+
+async function currentKey(
+  signing: FileConfig["tokens"]["signing"],
+  context: TokenBuildContext,
+): Promise<KeyPair | undefined> {
+  const { algorithm } = signing;
+  if (algorithm === "HS256") {
+    if (signing.secret_env === undefined) return undefined;
+    const path = ["tokens", "signing", "secret_env"];
+    const value = context.env[signing.secret_env];
+    if (value === undefined || value === "") {
+      context.problems.push({ path, message: `names ${signing.secret_env}, which is not set` });
+      return undefined;
+    }
+    const secret = new Uint8Array(Buffer.from(value, "utf8"));
+    if (secret.length < MIN_HS256_BYTES) {
+      context.problems.push({
+        path,
+        message: `${signing.secret_env} holds ${secret.length} bytes; HS256 needs at least ${MIN_HS256_BYTES}`,
+      });
+      return undefined;
+    }
+    return keyPairFromSecret(secret);
+  }
+  if (signing.key_file === undefined) return undefined;
+  const path = ["tokens", "signing", "key_file"];
+  const pem = await readPem(context.baseDir, signing.key_file, path, context.problems);
+  if (pem === undefined) return undefined;
+  try {
+    return await keyPairFromPem(pem, algorithm);
+  } catch (error) {
+    context.problems.push({
+      path,
+      message: `is not a PKCS#8 PEM private key for ${algorithm} (${(error as Error).message}); make one with gatehouse keygen --alg ${algorithm}`,
+    });
+    return undefined;
+  }
+}
+
+async function previousKeys(
+  tokens: FileConfig["tokens"],
+  context: TokenBuildContext,
+): Promise<VerificationKey[]> {
+  const { algorithm } = tokens.signing;
+  if (algorithm === "HS256") return [];
+  const keys = await Promise.all(
+    tokens.previous_keys.map(async (file, index) => {
+      const path = ["tokens", "previous_keys", index];
+      const pem = await readPem(context.baseDir, file, path, context.problems);
+      if (pem === undefined) return undefined;
+      try {
+        return await verificationKeyFromPem(pem, algorithm);
+      } catch (error) {
+        context.problems.push({
+          path,
+          message: `is not a PEM public key for ${algorithm} (${(error as Error).message})`,
+        });
+        return undefined;
+      }
+    }),
+  );
+  return keys.filter((key) => key !== undefined);
+}
+
+async function clientRegistry(
+  clients: FileConfig["clients"],
+  context: TokenBuildContext,
+): Promise<ClientRegistry> {
+  const entries = await Promise.all(
+    clients.map(async (client, index): Promise<[string, SecretRecord] | undefined> => {
+      if (client.secret_hash !== undefined) {
+        const record = parseSecretHash(client.secret_hash);
+        if (typeof record === "string") {
+          context.problems.push({ path: ["clients", index, "secret_hash"], message: record });
+          return undefined;
+        }
+        return [client.id, record];
+      }
+      const name = client.secret_env as string;
+      const secret = context.env[name];
+      if (secret === undefined || secret === "") {
+        context.problems.push({
+          path: ["clients", index, "secret_env"],
+          message: `names ${name}, which is not set`,
+        });
+        return undefined;
+      }
+      return [client.id, await recordFromSecret(secret)];
+    }),
+  );
+  const secrets = new Map(entries.filter((entry) => entry !== undefined));
+  // The dummy costs what the configured secrets cost: hash-secret gives them all one cost.
+  const first = secrets.values().next();
+  return { secrets, dummy: dummyRecord(first.done ? DEFAULT_SCRYPT : first.value.params) };
+}
+
+/** Compiles the token settings; problems go to `context.problems`. */
+export async function compileTokens(
+  file: FileConfig,
+  context: TokenBuildContext,
+): Promise<TokenSettings> {
+  const { tokens } = file;
+  const [configured, previous, clients] = await Promise.all([
+    currentKey(tokens.signing, context),
+    previousKeys(tokens, context),
+    clientRegistry(file.clients, context),
+  ]);
+  const current = configured ?? (await context.ephemeralKeys.get(tokens.signing.algorithm));
+  return {
+    path: tokens.path,
+    issuer: tokens.issuer,
+    audience: tokens.audience,
+    ttlSeconds: Math.ceil(durationMs(tokens.ttl) / 1000),
+    clockToleranceSeconds: durationMs(tokens.clock_tolerance) / 1000,
+    keys: keyRing(current, previous),
+    clients,
+    failureLimit: {
+      limit: tokens.failure_limit.limit,
+      windowMs: durationMs(tokens.failure_limit.window),
+    },
+    ephemeralKey: configured === undefined,
+  };
+}

@@ -1,0 +1,123 @@
+import type { TokenSettings } from "../config/tokens.js";
+import { errorReply, type Reply, type RequestContext, type Stage } from "../pipeline/context.js";
+import type { Services } from "../pipeline/services.js";
+import { createTokenVerifier, TokenRejected, type TokenVerifier } from "../tokens/verify.js";
+
+/** Longest bearer token read; a longer one is refused before any parsing (SPEC §4.2). */
+export const MAX_BEARER_TOKEN_LENGTH = 4096;
+
+// RFC 6750 §2.1: b64token = 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"="
+const B64TOKEN = /^[A-Za-z0-9\-._~+/]+=*$/;
+
+// RFC 6750 §3.1: a request without credentials gets a challenge without an error code.
+const MISSING = errorReply(401, "unauthorized", "this route requires a bearer token", {
+  "www-authenticate": 'Bearer realm="gatehouse"',
+});
+
+function invalidRequest(message: string): Reply {
+  return errorReply(400, "invalid_request", message, {
+    "www-authenticate": 'Bearer realm="gatehouse", error="invalid_request"',
+  });
+}
+
+function invalidToken(message: string): Reply {
+  return errorReply(401, "invalid_token", message, {
+    "www-authenticate": 'Bearer realm="gatehouse", error="invalid_token"',
+  });
+}
+
+const TWO_AUTHORIZATIONS = invalidRequest("the request has more than one Authorization header");
+const EMPTY_BEARER = invalidRequest("the Bearer scheme needs a token");
+const NOT_B64TOKEN = invalidRequest("the bearer token has characters a token cannot have");
+const TOO_LONG = invalidRequest(
+  `the bearer token must be at most ${MAX_BEARER_TOKEN_LENGTH} bytes`,
+);
+const TOKEN_IN_QUERY = invalidRequest("send the token in the Authorization header, not the URI");
+const INVALID = invalidToken("the bearer token is not valid");
+const EXPIRED = invalidToken("the bearer token has expired");
+const CLIENT_GONE = invalidToken("the bearer token's client is no longer configured");
+
+function authorizationLines(raw: readonly string[]): number {
+  let count = 0;
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i] as string;
+    if (name.length === 13 && name.toLowerCase() === "authorization") count++;
+  }
+  return count;
+}
+
+// RFC 6750 §2.3 and §5.3: a token in the URI leaks into logs and the upstream; it is refused,
+// whether or not the header carries one too.
+function queryHasAccessToken(query: string | null): boolean {
+  if (query === null || !query.includes("access_token")) return false;
+  return query
+    .split("&")
+    .some((part) => part === "access_token" || part.startsWith("access_token="));
+}
+
+/** The token from the Authorization header, or the answer when there is none to verify. */
+function bearerToken(ctx: RequestContext): string | Reply {
+  const { req } = ctx;
+  const value = req.headers.authorization;
+  if (value === undefined) return MISSING;
+  // Node keeps only the first Authorization line; RFC 9110 §5.3: it is not a list field.
+  if (authorizationLines(req.rawHeaders) > 1) return TWO_AUTHORIZATIONS;
+  const space = value.indexOf(" ");
+  const scheme = space === -1 ? value : value.slice(0, space);
+  // RFC 9110 §11.1: the scheme is case-insensitive; another scheme counts as no credentials.
+  if (scheme.length !== 6 || scheme.toLowerCase() !== "bearer") return MISSING;
+  if (space === -1) return EMPTY_BEARER;
+  let start = space + 1;
+  while (value.charCodeAt(start) === 32) start++;
+  const token = value.slice(start);
+  if (token === "") return EMPTY_BEARER;
+  if (token.length > MAX_BEARER_TOKEN_LENGTH) return TOO_LONG;
+  if (!B64TOKEN.test(token)) return NOT_B64TOKEN;
+  if (queryHasAccessToken(ctx.query)) return TOKEN_IN_QUERY;
+  return token;
+}
+
+/**
+ * Requires a valid access token on `auth: bearer` routes (SPEC §4.2) and records its client in
+ * `ctx.clientId`. A token verified before answers from the cache, without a signature check.
+ */
+export function createAuthenticateStage(
+  settings: TokenSettings,
+  services: Services,
+  verifier: TokenVerifier = createTokenVerifier(settings),
+): Stage {
+  const { metrics, now } = services;
+  const clients = settings.clients.secrets;
+
+  const refuse = (reason: string, reply: Reply): Reply => {
+    metrics.authFailures.inc({ reason });
+    return reply;
+  };
+
+  const accept = (ctx: RequestContext, clientId: string): Reply | undefined => {
+    // A token outlives a config change; its client must still be listed.
+    if (!clients.has(clientId)) return refuse("bearer_client_removed", CLIENT_GONE);
+    ctx.clientId = clientId;
+    return undefined;
+  };
+
+  return function authenticate(ctx) {
+    if (ctx.route?.auth !== "bearer") return undefined;
+    const token = bearerToken(ctx);
+    if (typeof token !== "string") {
+      return refuse(token === MISSING ? "bearer_missing" : "bearer_malformed", token);
+    }
+    const nowMs = now();
+    const known = verifier.cached(token, nowMs);
+    if (known !== undefined) return accept(ctx, known);
+    return verifier.verify(token, nowMs).then(
+      (clientId) => accept(ctx, clientId),
+      (error: unknown) => {
+        if (!(error instanceof TokenRejected)) throw error;
+        return error.reason === "expired"
+          ? refuse("bearer_expired", EXPIRED)
+          : refuse("bearer_invalid", INVALID);
+      },
+    );
+  };
+}

@@ -1,0 +1,280 @@
+import type { IncomingMessage } from "node:http";
+import type { BlockList } from "node:net";
+import type { TokenSettings } from "../config/tokens.js";
+import { clientAddress } from "../http/client-ip.js";
+import { GatehouseError } from "../http/errors.js";
+import type { FailureDecision, FailureLimiter } from "../limits/failures.js";
+import {
+  errorReply,
+  HANDLED,
+  type Outcome,
+  type Reply,
+  type RequestContext,
+  type Stage,
+} from "../pipeline/context.js";
+import type { Services } from "../pipeline/services.js";
+import { issueToken } from "../tokens/issue.js";
+import {
+  bodyType,
+  parseBasicCredentials,
+  parseTokenBody,
+  queryHasCredentials,
+  type ClientCredentials,
+  type TokenRequestFields,
+} from "../tokens/request.js";
+import { verifySecret } from "../tokens/secrets.js";
+
+/** The JWKS path (RFC 8615 well-known URI). */
+export const JWKS_PATH = "/.well-known/jwks.json";
+/** Largest token request body read; a larger one gets 413 before it is read. */
+export const MAX_TOKEN_BODY_BYTES = 8 * 1024;
+
+// RFC 6749 §5.1: token responses and their errors must not be cached.
+const NO_STORE = { "cache-control": "no-store", pragma: "no-cache" } as const;
+const BASIC_CHALLENGE = 'Basic realm="gatehouse"';
+
+function oauthError(
+  status: number,
+  code: string,
+  description: string,
+  headers: Readonly<Record<string, string>> = {},
+): Reply {
+  return {
+    status,
+    headers: { ...NO_STORE, ...headers },
+    body: { error: code, error_description: description },
+  };
+}
+
+// One answer for an unknown id, a wrong secret, malformed Basic or none at all (BAD_INPUTS A11).
+// RFC 9110 §15.5.2: a 401 always carries a challenge, so it is sent whichever method was used.
+const INVALID_CLIENT = oauthError(401, "invalid_client", "client authentication failed", {
+  "www-authenticate": BASIC_CHALLENGE,
+});
+const WRONG_METHOD = oauthError(405, "method_not_allowed", "the token endpoint accepts POST only", {
+  allow: "POST",
+});
+const TOO_LARGE = oauthError(
+  413,
+  "payload_too_large",
+  `the token request body must be at most ${MAX_TOKEN_BODY_BYTES} bytes`,
+  { connection: "close" },
+);
+const CREDENTIALS_IN_QUERY = oauthError(
+  400,
+  "invalid_request",
+  "client credentials must not be sent in the request URI",
+);
+const TWO_AUTHORIZATIONS = oauthError(
+  400,
+  "invalid_request",
+  "the request has more than one Authorization header",
+);
+const TWO_METHODS = oauthError(
+  400,
+  "invalid_request",
+  "the client must use one authentication method, Basic or the body, not both",
+);
+const UNSUPPORTED_GRANT = oauthError(
+  400,
+  "unsupported_grant_type",
+  "the only grant type served here is client_credentials",
+);
+const JWKS_WRONG_METHOD = errorReply(405, "method_not_allowed", "the JWKS answers GET and HEAD", {
+  allow: "GET, HEAD",
+});
+
+function rateLimited(decision: FailureDecision): Reply {
+  return oauthError(
+    429,
+    "rate_limited",
+    `too many failed client authentications; retry after ${decision.retryAfterSeconds} seconds`,
+    { "retry-after": String(decision.retryAfterSeconds) },
+  );
+}
+
+function countAuthorizationLines(raw: readonly string[]): number {
+  let count = 0;
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i] as string;
+    if (name.length === 13 && name.toLowerCase() === "authorization") count++;
+  }
+  return count;
+}
+
+/** Basic credentials from the Authorization header, undefined without one, or the refusal. */
+function headerCredentials(req: IncomingMessage): ClientCredentials | undefined | Reply {
+  const lines = countAuthorizationLines(req.rawHeaders);
+  if (lines === 0) return undefined;
+  if (lines > 1) return TWO_AUTHORIZATIONS;
+  const value = req.headers.authorization ?? "";
+  const space = value.indexOf(" ");
+  // RFC 9110 §11.1: the scheme is case-insensitive. Any other scheme is an unsupported method.
+  if (space === -1 || value.slice(0, space).toLowerCase() !== "basic") return INVALID_CLIENT;
+  return parseBasicCredentials(value.slice(space + 1).trim()) ?? INVALID_CLIENT;
+}
+
+/** The credentials to check, or the answer when the request cannot be authenticated. */
+function chooseCredentials(
+  basic: ClientCredentials | undefined,
+  fields: TokenRequestFields,
+): ClientCredentials | Reply {
+  if (basic !== undefined) {
+    // RFC 6749 §2.3: a client MUST NOT use more than one authentication method.
+    if (fields.clientSecret !== undefined) return TWO_METHODS;
+    if (fields.clientId !== undefined && fields.clientId !== basic.id) return TWO_METHODS;
+    return basic;
+  }
+  if (fields.clientId === undefined || fields.clientSecret === undefined) return INVALID_CLIENT;
+  return { id: fields.clientId, secret: fields.clientSecret };
+}
+
+type Body = Buffer | "too_large" | "aborted";
+
+function readBody(req: IncomingMessage, limit: number): Promise<Body> {
+  return new Promise((resolve) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const finish = (result: Body): void => {
+      req.off("data", onData);
+      req.off("end", onEnd);
+      req.off("error", onAbort);
+      req.off("aborted", onAbort);
+      resolve(result);
+    };
+    const onData = (chunk: Buffer): void => {
+      size += chunk.length;
+      if (size > limit) finish("too_large");
+      else chunks.push(chunk);
+    };
+    const onEnd = (): void => finish(Buffer.concat(chunks, size));
+    const onAbort = (): void => finish("aborted");
+    req.on("data", onData);
+    req.on("end", onEnd);
+    req.on("error", onAbort);
+    req.on("aborted", onAbort);
+  });
+}
+
+function declaredTooLarge(req: IncomingMessage): boolean {
+  const length = req.headers["content-length"];
+  return length !== undefined && Number(length) > MAX_TOKEN_BODY_BYTES;
+}
+
+const LIMITS_UNAVAILABLE = new GatehouseError(
+  503,
+  "limits_unavailable",
+  "the failure limiter cannot be reached; try again shortly",
+  { "retry-after": "1" },
+);
+
+/**
+ * Serves `POST {tokens.path}` (OAuth 2.0 client credentials, RFC 6749 §4.4) and
+ * `GET /.well-known/jwks.json`; both are gatehouse's own paths, never forwarded.
+ */
+export function createTokenEndpointStage(
+  settings: TokenSettings,
+  trusted: BlockList | null,
+  failures: FailureLimiter,
+  services: Services,
+): Stage {
+  const { metrics } = services;
+  const jwks: Reply = {
+    status: 200,
+    headers: { "content-type": "application/json", "cache-control": "public, max-age=300" },
+    body: settings.keys.jwks,
+  };
+
+  // The limiter store is the only part that may fail for reasons outside the request (Redis);
+  // the brute-force guard then fails closed.
+  async function limiterCall<T>(call: Promise<T>): Promise<T> {
+    try {
+      return await call;
+    } catch (error) {
+      services.log.error({ err: error }, "failure limiter unavailable");
+      throw LIMITS_UNAVAILABLE;
+    }
+  }
+
+  const fail = (reason: string, reply: Reply): Reply => {
+    metrics.authFailures.inc({ reason });
+    return reply;
+  };
+
+  async function serveToken(
+    ctx: RequestContext,
+    basic: ClientCredentials | undefined,
+  ): Promise<Outcome> {
+    const { req } = ctx;
+    const ip = clientAddress(req, trusted);
+    const early = await limiterCall(failures.peek(ip));
+    if (!early.allowed) return fail("rate_limited", rateLimited(early));
+    // Only now is the body wanted (RFC 9110 §10.1.1): a refused request never got 100 Continue.
+    if (req.headers.expect !== undefined) ctx.res.writeContinue();
+    const body = await readBody(req, MAX_TOKEN_BODY_BYTES);
+    if (body === "aborted") {
+      ctx.res.destroy();
+      return HANDLED;
+    }
+    if (body === "too_large") return TOO_LARGE;
+    const fields = parseTokenBody(body, bodyType(req.headers["content-type"]));
+    // RFC 6749 §4.4.2, SPEC §4.1: absent is taken as client_credentials; no case folding.
+    if (fields.grantType !== undefined && fields.grantType !== "client_credentials") {
+      return UNSUPPORTED_GRANT;
+    }
+    const credentials = chooseCredentials(basic, fields);
+    if (!("secret" in credentials)) {
+      return credentials === INVALID_CLIENT ? fail("no_credentials", credentials) : credentials;
+    }
+    const keys = { ip, clientId: credentials.id };
+    const decision = await limiterCall(failures.attempt(keys));
+    if (!decision.allowed) {
+      services.log.warn({ requestId: ctx.requestId, ip }, "client authentication failure limit");
+      return fail("rate_limited", rateLimited(decision));
+    }
+    const record = settings.clients.secrets.get(credentials.id);
+    // An unknown id is checked against the dummy so it costs what a wrong secret costs.
+    const matches = await verifySecret(credentials.secret, record ?? settings.clients.dummy);
+    if (record === undefined || !matches) {
+      return fail(record === undefined ? "unknown_client" : "wrong_secret", INVALID_CLIENT);
+    }
+    await limiterCall(failures.succeeded(keys));
+    const issued = await issueToken(settings, credentials.id, services.now());
+    ctx.clientId = credentials.id;
+    metrics.tokensIssued.inc();
+    return {
+      status: 200,
+      headers: NO_STORE,
+      body: {
+        access_token: issued.token,
+        token: issued.token,
+        token_type: "Bearer",
+        expires_in: issued.expiresIn,
+      },
+    };
+  }
+
+  function answer(ctx: RequestContext, basic: ClientCredentials | undefined): Promise<Outcome> {
+    return serveToken(ctx, basic).catch((error: unknown) => {
+      if (!(error instanceof GatehouseError)) throw error;
+      return oauthError(error.status, error.code, error.message, error.headers);
+    });
+  }
+
+  return function tokenEndpoint(ctx) {
+    if (ctx.path === JWKS_PATH) {
+      const method = ctx.req.method;
+      return method === "GET" || method === "HEAD" ? jwks : JWKS_WRONG_METHOD;
+    }
+    if (ctx.path !== settings.path) return undefined;
+    const { req } = ctx;
+    // Answers that need no body come first, so they are sent without inviting it.
+    if (req.method !== "POST") return WRONG_METHOD;
+    if (declaredTooLarge(req)) return TOO_LARGE;
+    if (queryHasCredentials(ctx.query)) return CREDENTIALS_IN_QUERY;
+    const basic = headerCredentials(req);
+    if (basic === INVALID_CLIENT) return fail("malformed_credentials", INVALID_CLIENT);
+    if (basic !== undefined && !("secret" in basic)) return basic;
+    return answer(ctx, basic);
+  };
+}

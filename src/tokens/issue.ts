@@ -1,0 +1,32 @@
+/** Issues access tokens: RFC 9068 JWTs signed with the configured key. */
+import { randomUUID } from "node:crypto";
+import { SignJWT } from "jose";
+import type { TokenSettings } from "../config/tokens.js";
+
+/** A token just issued, and its lifetime in seconds (`expires_in`). */
+export interface IssuedToken {
+  readonly token: string;
+  readonly expiresIn: number;
+}
+
+/** Signs an access token for `clientId` at `nowMs` (epoch milliseconds). */
+export async function issueToken(
+  settings: TokenSettings,
+  clientId: string,
+  nowMs: number,
+): Promise<IssuedToken> {
+  const { current } = settings.keys;
+  const iat = Math.floor(nowMs / 1000);
+  // RFC 9068 §2.1: typ at+jwt, so an ID token or another JWT made with the key is not taken for
+  // an access token; §2.2: iss, exp, aud, sub, client_id, iat and jti.
+  const token = await new SignJWT({ client_id: clientId })
+    .setProtectedHeader({ alg: current.alg, kid: current.kid, typ: "at+jwt" })
+    .setIssuer(settings.issuer)
+    .setAudience(settings.audience)
+    .setSubject(clientId)
+    .setIssuedAt(iat)
+    .setExpirationTime(iat + settings.ttlSeconds)
+    .setJti(randomUUID())
+    .sign(current.signingKey);
+  return { token, expiresIn: settings.ttlSeconds };
+}

@@ -1,0 +1,104 @@
+/**
+ * Verifies access tokens (RFC 9068 §4, RFC 8725) and remembers the verified ones until they
+ * expire, so a client's requests pay one signature check per token rather than one per request.
+ */
+import { errors, jwtVerify, type JWTHeaderParameters } from "jose";
+import type { TokenSettings } from "../config/tokens.js";
+import type { KeyMaterial } from "./keys.js";
+
+/** Why a token was refused; the reason feeds logs and metrics, never the client's answer. */
+export class TokenRejected extends Error {
+  constructor(
+    readonly reason: "malformed" | "unknown_kid" | "expired" | "claims" | "invalid",
+    message: string,
+  ) {
+    super(message);
+    this.name = "TokenRejected";
+  }
+}
+
+/** Verifies tokens for one configuration. */
+export interface TokenVerifier {
+  /** The client id of a token verified earlier and still valid at `nowMs`, or undefined. */
+  cached(token: string, nowMs: number): string | undefined;
+  /** Verifies `token` at `nowMs` and resolves with its client id; rejects with TokenRejected. */
+  verify(token: string, nowMs: number): Promise<string>;
+}
+
+/** How many verified tokens are remembered; the oldest is forgotten first. */
+export const VERIFIED_CACHE_SIZE = 10_000;
+
+// RFC 7515 §7.1 compact serialisation, base64url without padding (RFC 7515 §2): jose would also
+// take `<token>=`, a second spelling of the same token.
+const COMPACT_JWS = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
+
+// RFC 9068 §2.2: these are REQUIRED in an access token; iss and aud are checked by value.
+const REQUIRED_CLAIMS = ["exp", "iat", "sub", "client_id", "jti"];
+
+/** Creates a verifier with its own cache, for the settings of one snapshot. */
+export function createTokenVerifier(
+  settings: TokenSettings,
+  cacheSize = VERIFIED_CACHE_SIZE,
+): TokenVerifier {
+  const { keys, clockToleranceSeconds, ttlSeconds } = settings;
+  const algorithms = [keys.alg];
+  // Valid until min(exp, iat + maxTokenAge) plus the tolerance, as jose itself would judge.
+  const verified = new Map<string, { readonly clientId: string; readonly untilMs: number }>();
+
+  // RFC 8725 §3.10: a key is chosen only by exact kid; jku, x5u and jwk headers are never used.
+  const keyFor = (header: JWTHeaderParameters): KeyMaterial => {
+    const key = header.kid === undefined ? undefined : keys.byKid.get(header.kid);
+    if (key === undefined) throw new TokenRejected("unknown_kid", "no key has this token's kid");
+    return key;
+  };
+
+  function remember(token: string, clientId: string, untilMs: number): void {
+    if (verified.size >= cacheSize) {
+      const oldest = verified.keys().next();
+      if (!oldest.done) verified.delete(oldest.value);
+    }
+    verified.set(token, { clientId, untilMs });
+  }
+
+  return {
+    cached(token, nowMs) {
+      const entry = verified.get(token);
+      if (entry === undefined) return undefined;
+      if (nowMs < entry.untilMs) return entry.clientId;
+      verified.delete(token);
+      return undefined;
+    },
+    async verify(token, nowMs) {
+      if (!COMPACT_JWS.test(token)) {
+        throw new TokenRejected("malformed", "the token is not a compact JWS");
+      }
+      let payload;
+      try {
+        ({ payload } = await jwtVerify(token, keyFor, {
+          algorithms,
+          typ: "at+jwt",
+          issuer: settings.issuer,
+          audience: settings.audience,
+          clockTolerance: clockToleranceSeconds,
+          // RFC 8725 §3.10 / BAD_INPUTS B12: without it jose accepts an iat in the future.
+          maxTokenAge: ttlSeconds,
+          requiredClaims: REQUIRED_CLAIMS,
+          currentDate: new Date(nowMs),
+        }));
+      } catch (error) {
+        if (error instanceof TokenRejected) throw error;
+        const reason = error instanceof errors.JWTExpired ? "expired" : "invalid";
+        throw new TokenRejected(reason, (error as Error).message);
+      }
+      const clientId = payload.client_id;
+      if (typeof clientId !== "string" || clientId !== payload.sub) {
+        throw new TokenRejected("claims", "client_id must be a string equal to sub");
+      }
+      const exp = payload.exp as number;
+      const iat = payload.iat as number;
+      const untilMs = (Math.min(exp, iat + ttlSeconds) + clockToleranceSeconds) * 1000;
+      remember(token, clientId, untilMs);
+      return clientId;
+    },
+  };
+}

@@ -5,6 +5,7 @@
  */
 import { createServer as createTcpServer, type AddressInfo, type Socket } from "node:net";
 import { request as httpRequest } from "node:http";
+import { Readable } from "node:stream";
 import t from "tap";
 import { eventually, json, send } from "./helpers/client.js";
 import { configFor, startTestGatehouse, type TestGatehouse } from "./helpers/gatehouse.js";
@@ -167,6 +168,31 @@ t.test("faults of a live upstream", async (t) => {
     t.equal(res.body.toString(), "first last");
   });
 
+  t.test("regression: a slow upload is not taken for a slow upstream", async (t) => {
+    // The body takes longer than upstream.timeout (300ms) to arrive; the upstream answers as
+    // soon as it has it.
+    const status = await new Promise<number>((resolve, reject) => {
+      const req = httpRequest(`${gh.url}/v1/upload`, { method: "POST", agent: false });
+      req.on("response", (res) => {
+        res.resume();
+        resolve(res.statusCode ?? 0);
+      });
+      req.on("error", reject);
+      let sent = 0;
+      const next = (): void => {
+        if (sent++ === 6) {
+          req.end();
+          return;
+        }
+        req.write("x".repeat(1000));
+        setTimeout(next, 100);
+      };
+      next();
+    });
+    t.equal(status, 200);
+    t.equal(upstream.received.at(-1)?.body.length, 6000, "the whole body reached the upstream");
+  });
+
   t.test("after every fault the upstream is used again normally", async (t) => {
     const res = await send(`${gh.url}/v1/ok`);
     t.equal(res.status, 200);
@@ -180,6 +206,37 @@ t.test("faults of a live upstream", async (t) => {
   });
 
   t.end();
+});
+
+t.test("504 when the upstream stops reading a request body", async (t) => {
+  // Accepts connections and never reads from them: the upload backs up and stops.
+  const sockets: Socket[] = [];
+  const stalled = createTcpServer((socket) => {
+    socket.pause();
+    sockets.push(socket);
+  });
+  await new Promise<void>((done) => stalled.listen(0, "127.0.0.1", done));
+  const { port } = stalled.address() as AddressInfo;
+  const gh = await startTestGatehouse(
+    configFor(`http://127.0.0.1:${port}`, ROUTES).replace("timeout: 2s", "timeout: 300ms"),
+  );
+  t.teardown(async () => {
+    await gh.close();
+    for (const socket of sockets) socket.destroy();
+    await new Promise<void>((done) => stalled.close(() => done()));
+  });
+  let produced = 0;
+  const body = new Readable({
+    read() {
+      // Far more than the socket buffers on both sides hold.
+      produced += 65536;
+      this.push(produced > 64 * 1024 * 1024 ? null : Buffer.alloc(65536, 0x62));
+    },
+  });
+  const res = await send(`${gh.url}/v1/upload`, { method: "POST", body });
+  t.equal(res.status, 504);
+  t.match(json(res), { error: "gateway_timeout" });
+  t.equal(await liveness(gh), 200, "the process is alive");
 });
 
 t.test("a client that goes away mid-request does not hurt the process", async (t) => {

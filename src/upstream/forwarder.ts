@@ -139,6 +139,7 @@ export function createForwarder(upstream: UpstreamSettings, services: Services):
       (ctx.req as TaggedRequest)[CONTEXT] = exchange;
       exchange.timer = setTimeout(onTimeout, timeoutMs, exchange);
       proxy.web(ctx.req, ctx.res, onError);
+      ctx.req.on("data", onBodyProgress);
     },
     retire() {
       agent.on("free", (socket: Socket) => socket.destroy());
@@ -153,6 +154,14 @@ function timeoutError(): Error {
   return Object.assign(new Error("no response headers within upstream.timeout"), {
     code: TIMEOUT.description,
   });
+}
+
+// The upstream cannot answer before it has the body: while a body is still on its way to the
+// upstream, each chunk restarts the wait, so a slow client upload is not taken for a slow
+// upstream. A stalled upstream stops reading, the chunks stop, and the wait runs out (504).
+function onBodyProgress(this: TaggedRequest): void {
+  const exchange = this[CONTEXT];
+  if (exchange !== undefined && !exchange.timedOut) exchange.timer?.refresh();
 }
 
 function onTimeout(exchange: Exchange): void {

@@ -413,6 +413,22 @@ t.test("Expect: 100-continue on a refused request gets the refusal, not 100", as
   t.equal(upstream.received.length, before);
 });
 
+t.test(
+  "an HTTP/1.0 client gets a response it can read, whatever the upstream framing",
+  async (t) => {
+    upstream.handler = (_req, res) => {
+      res.writeHead(200, { "content-type": "text/plain", "transfer-encoding": "chunked" });
+      res.write("one ");
+      res.end("two");
+    };
+    t.teardown(() => void (upstream.handler = defaultHandler));
+    const res = await rawRequest(gh.port, "GET /v1/items HTTP/1.0\r\nHost: gatehouse.test\r\n\r\n");
+    t.equal(res.status, 200);
+    t.equal(res.headers["transfer-encoding"], undefined, "no chunked framing towards HTTP/1.0");
+    t.equal(res.body, "one two");
+  },
+);
+
 t.test("keep-alive: several requests on one client connection are all forwarded", async (t) => {
   const before = upstream.received.length;
   const res = await rawRequest(

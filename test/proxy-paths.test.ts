@@ -221,6 +221,13 @@ t.test("E6: HTTP/1.0 with Transfer-Encoding is 400 and closes", async (t) => {
   t.equal(upstream.received.length, before);
 });
 
+t.test("E35: an Expect other than 100-continue is 417", async (t) => {
+  const before = upstream.received.length;
+  const res = await rawRequest(gh.port, get("/v1/items", "Expect: foo\r\n"));
+  t.equal(res.status, 417);
+  t.equal(upstream.received.length, before);
+});
+
 t.test("the process serves normally after all of the above", async (t) => {
   const res = await rawRequest(gh.port, get("/v1/items"));
   t.equal(res.status, 200);

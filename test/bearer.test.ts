@@ -1,0 +1,574 @@
+/**
+ * Bearer enforcement through real sockets: BAD_INPUTS section B, each row that SPEC.md keeps,
+ * asserting status, the challenge and the body's error code. Tokens are crafted byte by byte with
+ * the configured key, so every claim and header can be wrong on purpose.
+ */
+import { createPrivateKey, createPublicKey, randomUUID, sign, type KeyObject } from "node:crypto";
+import t from "tap";
+import { calculateJwkThumbprint, exportJWK, importPKCS8, SignJWT, type JWK } from "jose";
+import { generateKeyPem } from "../src/tokens/keys.js";
+import { send, type ClientResponse } from "./helpers/client.js";
+import { configFor, startTestGatehouse, type TestGatehouse } from "./helpers/gatehouse.js";
+import { rawRequest } from "./helpers/raw.js";
+import { clientsYaml, obtainToken, type TestClient } from "./helpers/tokens.js";
+import { startUpstream } from "./helpers/upstream.js";
+
+const APP: TestClient = { id: "reporting-app", secret: "correct-horse-battery-staple-42" };
+const OTHER: TestClient = { id: "billing", secret: "another-long-secret-for-billing" };
+const NOW = Date.UTC(2026, 5, 1, 12, 0, 0);
+const NOW_S = NOW / 1000;
+const TTL_S = 900;
+
+const upstream = await startUpstream();
+t.teardown(() => upstream.close());
+
+const pem = await generateKeyPem("EdDSA");
+const privateKey = createPrivateKey(pem);
+const publicJwk = (await exportJWK(createPublicKey(privateKey))) as JWK;
+const KID = await calculateJwkThumbprint(publicJwk, "sha256");
+
+function yaml(clients: readonly TestClient[], extra = ""): Promise<string> {
+  return clientsYaml(clients).then((section) =>
+    configFor(
+      upstream.url,
+      `tokens:
+  ttl: 15m
+  clock_tolerance: 30s
+  signing: { algorithm: EdDSA, key_file: ./signing.pem }
+${section}plans:
+  default:
+    rate_limit: { limit: 1000, window: 1m }
+routes:
+  - path: /v1/items
+    methods: [GET]
+  - path: /v1/open
+    methods: [GET]
+    auth: none
+${extra}`,
+    ),
+  );
+}
+
+let now = NOW;
+const g = await startTestGatehouse(await yaml([APP, OTHER]), {
+  now: () => now,
+  files: { "signing.pem": pem },
+});
+t.teardown(() => g.close());
+
+const b64 = (value: unknown): string => Buffer.from(JSON.stringify(value)).toString("base64url");
+
+/** A compact JWS over exactly these header and payload members, signed with `key` (Ed25519). */
+function compact(header: object, payload: object, key: KeyObject = privateKey): string {
+  const input = `${b64(header)}.${b64(payload)}`;
+  return `${input}.${sign(null, Buffer.from(input), key).toString("base64url")}`;
+}
+
+const HEADER = { alg: "EdDSA", typ: "at+jwt", kid: KID };
+/** Valid claims with `extra` applied; an undefined member is left out of the JSON. */
+function claims(extra: Record<string, unknown> = {}): Record<string, unknown> {
+  return {
+    iss: "gatehouse",
+    aud: "upstream",
+    sub: APP.id,
+    client_id: APP.id,
+    iat: NOW_S,
+    exp: NOW_S + TTL_S,
+    jti: randomUUID(),
+    ...extra,
+  };
+}
+const valid = (): string => compact(HEADER, claims());
+
+function get(
+  gatehouse: TestGatehouse,
+  headers: Record<string, string>,
+  path = "/v1/items",
+): Promise<ClientResponse> {
+  return send(`${gatehouse.url}${path}`, { headers });
+}
+
+/** What a refusal looks like on the wire: status, challenge, body code. */
+function outcome(response: ClientResponse): Record<string, unknown> {
+  const body = JSON.parse(response.body.toString("utf8")) as Record<string, unknown>;
+  return {
+    status: response.status,
+    challenge: response.headers["www-authenticate"],
+    error: body.error,
+    limited: "x-ratelimit-limit" in response.headers,
+  };
+}
+
+const NO_CREDENTIALS = {
+  status: 401,
+  challenge: 'Bearer realm="gatehouse"',
+  error: "unauthorized",
+  limited: false,
+};
+const INVALID_REQUEST = {
+  status: 400,
+  challenge: 'Bearer realm="gatehouse", error="invalid_request"',
+  error: "invalid_request",
+  limited: false,
+};
+const INVALID_TOKEN = {
+  status: 401,
+  challenge: 'Bearer realm="gatehouse", error="invalid_token"',
+  error: "invalid_token",
+  limited: false,
+};
+
+t.beforeEach(() => {
+  now = NOW;
+});
+
+t.test(
+  "a valid token reaches the upstream with the client id and without Authorization",
+  async (t) => {
+    const before = upstream.received.length;
+    const response = await get(g, { authorization: `Bearer ${valid()}` });
+    t.equal(response.status, 200);
+    t.equal(response.headers["x-ratelimit-limit"], "1000", "counted against the client's plan");
+    const seen = upstream.received[before];
+    t.equal(seen?.headers["x-client-id"], APP.id);
+    t.notOk(seen && "authorization" in seen.headers, "Authorization is not forwarded");
+    const issued = await obtainToken(g.url, OTHER);
+    t.equal((await get(g, { authorization: `Bearer ${issued}` })).status, 200, "an issued token");
+    t.equal(upstream.received.at(-1)?.headers["x-client-id"], OTHER.id);
+  },
+);
+
+t.test(
+  "B1/B2: no credentials, or another scheme, is 401 with a bare Bearer challenge",
+  async (t) => {
+    const before = upstream.received.length;
+    t.strictSame(outcome(await get(g, {})), NO_CREDENTIALS, "no Authorization");
+    for (const value of ["Basic cmVwb3J0aW5nLWFwcDp4", "Token abc", "Bearerx abc", "Digest x=1"]) {
+      t.strictSame(outcome(await get(g, { authorization: value })), NO_CREDENTIALS, value);
+    }
+    t.equal(upstream.received.length, before, "nothing forwarded");
+  },
+);
+
+t.test("B3: the scheme is case-insensitive", async (t) => {
+  for (const scheme of ["bearer", "BEARER", "bEaReR"]) {
+    t.equal((await get(g, { authorization: `${scheme} ${valid()}` })).status, 200, scheme);
+  }
+  t.equal((await get(g, { authorization: `Bearer    ${valid()}` })).status, 200, "1*SP");
+});
+
+t.test("B4: Bearer without a b64token is 400 invalid_request", async (t) => {
+  for (const value of [
+    "Bearer",
+    "Bearer ",
+    "Bearer    ",
+    "Bearer a b",
+    "Bearer a,b",
+    "Bearer a%b",
+    "Bearer =abc",
+    "Bearer a\tb",
+  ]) {
+    t.strictSame(
+      outcome(await get(g, { authorization: value })),
+      INVALID_REQUEST,
+      JSON.stringify(value),
+    );
+  }
+});
+
+t.test("B5: two Authorization lines are 400 invalid_request", async (t) => {
+  const token = valid();
+  const answer = await rawRequest(
+    g.port,
+    `GET /v1/items HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\n` +
+      `Authorization: Bearer ${token}\r\nConnection: close\r\n\r\n`,
+  );
+  t.equal(answer.status, 400);
+  t.equal(answer.headers["www-authenticate"], INVALID_REQUEST.challenge);
+  t.match(JSON.parse(answer.body), { error: "invalid_request" });
+});
+
+t.test(
+  "B6: access_token in the query string is 400 invalid_request and never forwarded",
+  async (t) => {
+    const before = upstream.received.length;
+    const token = valid();
+    for (const [query, headers] of [
+      [`?access_token=${token}`, { authorization: `Bearer ${token}` }],
+      [`?a=1&access_token=${token}`, {}],
+    ] as const) {
+      const response = await get(g, headers, `/v1/items${query}`);
+      t.strictSame(
+        outcome(response),
+        headers.authorization ? INVALID_REQUEST : NO_CREDENTIALS,
+        query.slice(0, 20),
+      );
+    }
+    const both = await get(
+      g,
+      { authorization: `Bearer ${token}` },
+      `/v1/items?access_token=${token}`,
+    );
+    t.equal(both.status, 400);
+    t.equal(upstream.received.length, before, "nothing forwarded");
+    const unrelated = await get(
+      g,
+      { authorization: `Bearer ${token}` },
+      "/v1/items?my_access_token=1",
+    );
+    t.equal(unrelated.status, 200, "a parameter that only contains the name is left alone");
+  },
+);
+
+t.test(
+  "B7/B8/B9: alg none, another algorithm, and key confusion are 401 invalid_token",
+  async (t) => {
+    for (const alg of ["none", "None", "NONE"]) {
+      const input = `${b64({ ...HEADER, alg })}.${b64(claims())}`;
+      for (const token of [`${input}.`, `${input}.AAAA`]) {
+        t.strictSame(
+          outcome(await get(g, { authorization: `Bearer ${token}` })),
+          INVALID_TOKEN,
+          `${alg} ${token.slice(-5)}`,
+        );
+      }
+    }
+    const hs = await new SignJWT(claims())
+      .setProtectedHeader({ alg: "HS256", typ: "at+jwt", kid: KID })
+      .sign(new TextEncoder().encode("a-secret-of-at-least-thirty-two-bytes!!"));
+    t.strictSame(outcome(await get(g, { authorization: `Bearer ${hs}` })), INVALID_TOKEN, "HS256");
+    const spki = createPublicKey(privateKey).export({ format: "pem", type: "spki" }) as string;
+    const confused = await new SignJWT(claims())
+      .setProtectedHeader({ alg: "HS256", typ: "at+jwt", kid: KID })
+      .sign(new TextEncoder().encode(spki));
+    t.strictSame(
+      outcome(await get(g, { authorization: `Bearer ${confused}` })),
+      INVALID_TOKEN,
+      "public key as HMAC key",
+    );
+  },
+);
+
+t.test(
+  "B10: exp beyond the leeway is 401 invalid_token; within it the token is accepted",
+  async (t) => {
+    const token = valid();
+    t.equal(
+      (await get(g, { authorization: `Bearer ${token}` })).status,
+      200,
+      "verified and cached",
+    );
+    now = NOW + (TTL_S + 29) * 1000;
+    t.equal((await get(g, { authorization: `Bearer ${token}` })).status, 200, "29 s after exp");
+    now = NOW + (TTL_S + 31) * 1000;
+    const expired = await get(g, { authorization: `Bearer ${token}` });
+    t.strictSame(outcome(expired), INVALID_TOKEN, "31 s after exp, even though it was cached");
+    t.match(JSON.parse(expired.body.toString()).message, /expired/);
+  },
+);
+
+t.test("B11/B12: nbf or iat in the future, beyond the leeway, is 401 invalid_token", async (t) => {
+  const cases: Array<[string, Record<string, unknown>]> = [
+    ["nbf in 1 h", { nbf: NOW_S + 3600 }],
+    ["iat in 1 h", { iat: NOW_S + 3600, exp: NOW_S + 3600 + TTL_S }],
+  ];
+  for (const [label, extra] of cases) {
+    t.strictSame(
+      outcome(await get(g, { authorization: `Bearer ${compact(HEADER, claims(extra))}` })),
+      INVALID_TOKEN,
+      label,
+    );
+  }
+  const soon = compact(HEADER, claims({ nbf: NOW_S + 20 }));
+  t.equal((await get(g, { authorization: `Bearer ${soon}` })).status, 200, "nbf within the leeway");
+});
+
+t.test("B13-B16: missing or wrong claims and typ are 401 invalid_token", async (t) => {
+  const cases: Array<[string, object, object]> = [
+    ["exp missing", HEADER, claims({ exp: undefined })],
+    ["exp a string", HEADER, claims({ exp: String(NOW_S + TTL_S) })],
+    ["iat missing", HEADER, claims({ iat: undefined })],
+    ["client_id missing", HEADER, claims({ client_id: undefined })],
+    ["client_id differs from sub", HEADER, claims({ client_id: OTHER.id })],
+    [
+      "a lifetime longer than the ttl",
+      HEADER,
+      claims({ iat: NOW_S - TTL_S - 60, exp: NOW_S + 60 }),
+    ],
+    ["wrong iss", HEADER, claims({ iss: "someone-else" })],
+    ["no iss", HEADER, claims({ iss: undefined })],
+    ["wrong aud", HEADER, claims({ aud: "other" })],
+    ["aud array without ours", HEADER, claims({ aud: ["a", "b"] })],
+    ["typ JWT", { ...HEADER, typ: "JWT" }, claims()],
+    ["no typ", { alg: "EdDSA", kid: KID }, claims()],
+  ];
+  for (const [label, header, payload] of cases) {
+    t.strictSame(
+      outcome(await get(g, { authorization: `Bearer ${compact(header, payload)}` })),
+      INVALID_TOKEN,
+      label,
+    );
+  }
+  const withOurs = compact(HEADER, claims({ aud: ["other", "upstream"] }));
+  t.equal(
+    (await get(g, { authorization: `Bearer ${withOurs}` })).status,
+    200,
+    "an aud array with ours",
+  );
+  const mediaType = compact({ ...HEADER, typ: "application/at+jwt" }, claims());
+  t.equal(
+    (await get(g, { authorization: `Bearer ${mediaType}` })).status,
+    200,
+    "typ application/at+jwt",
+  );
+});
+
+t.test("B17/B18: unknown crit, odd or unknown kid, jku and embedded jwk are 401", async (t) => {
+  const attacker = createPrivateKey(await generateKeyPem("EdDSA"));
+  const attackerJwk = await exportJWK(createPublicKey(attacker));
+  const cases: Array<[string, object, KeyObject?]> = [
+    ["crit", { ...HEADER, crit: ["x-must-understand"], "x-must-understand": true }],
+    ["kid path", { ...HEADER, kid: "../../dev/null" }],
+    ["kid SQL", { ...HEADER, kid: "' OR 1=1 --" }],
+    ["no kid", { alg: "EdDSA", typ: "at+jwt" }],
+    ["jku with an unknown kid", { ...HEADER, kid: "k1", jku: "http://127.0.0.1:1/jwks" }, attacker],
+    ["embedded jwk", { ...HEADER, jwk: attackerJwk }, attacker],
+    ["our kid, another key", HEADER, attacker],
+  ];
+  for (const [label, header, key] of cases) {
+    t.strictSame(
+      outcome(await get(g, { authorization: `Bearer ${compact(header, claims(), key)}` })),
+      INVALID_TOKEN,
+      label,
+    );
+  }
+});
+
+t.test("B19/B20: tampered, truncated and non-canonical tokens are 401 invalid_token", async (t) => {
+  const token = valid();
+  const [h, , s] = token.split(".");
+  const tampered = `${h}.${b64(claims({ sub: OTHER.id, client_id: OTHER.id }))}.${s}`;
+  for (const [label, value] of [
+    ["tampered payload", tampered],
+    ["stripped signature", `${h}.${token.split(".")[1]}.`],
+    ["not.a.jwt", "not.a.jwt"],
+    ["..", ".."],
+    ["five segments", `${token}.a.b`],
+    ["padding", `${token}=`],
+    ["double padding", `${token}==`],
+    ["two segments", `${h}.${s}`],
+  ] as const) {
+    t.strictSame(outcome(await get(g, { authorization: `Bearer ${value}` })), INVALID_TOKEN, label);
+  }
+});
+
+t.test(
+  "B21: a token over 4 KiB is 400 invalid_request; a header section over 16 KiB is 431",
+  async (t) => {
+    const big = compact(HEADER, claims({ pad: "x".repeat(4000) }));
+    t.ok(big.length > 4096);
+    t.strictSame(outcome(await get(g, { authorization: `Bearer ${big}` })), INVALID_REQUEST);
+    const huge = await rawRequest(
+      g.port,
+      `GET /v1/items HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${"a".repeat(17000)}\r\nConnection: close\r\n\r\n`,
+    );
+    t.equal(huge.status, 431);
+  },
+);
+
+t.test(
+  "B24: identity headers from the client are replaced by the verified client id",
+  async (t) => {
+    const token = valid();
+    await send(`${g.url}/v1/items`, {
+      headers: {
+        authorization: `Bearer ${token}`,
+        "x-client-id": "admin",
+        connection: "close, X-Client-Id",
+      },
+    });
+    t.strictSame(upstream.received.at(-1)?.headers["x-client-id"], APP.id, "only the verified id");
+    await send(`${g.url}/v1/open`, { headers: { "x-client-id": "admin" } });
+    t.notOk(
+      "x-client-id" in (upstream.received.at(-1)?.headers ?? {}),
+      "removed on auth: none routes",
+    );
+  },
+);
+
+t.test(
+  "B25: Proxy-Authorization is dropped; Authorization only with forward_authorization",
+  async (t) => {
+    await get(g, {
+      authorization: `Bearer ${valid()}`,
+      "proxy-authorization": "Basic Zm9vOmJhcg==",
+    });
+    const seen = upstream.received.at(-1)?.headers ?? {};
+    t.notOk("proxy-authorization" in seen);
+    t.notOk("authorization" in seen);
+
+    const forwarding = await startTestGatehouse(
+      await yaml([APP], "").then((text) =>
+        text.replace(
+          "  timeout: 2s\n",
+          "  timeout: 2s\n  forward_authorization: true\n  identity_header: X-Auth-Client\n",
+        ),
+      ),
+      { now: () => now, files: { "signing.pem": pem } },
+    );
+    t.teardown(() => forwarding.close());
+    const token = valid();
+    const response = await get(forwarding, {
+      authorization: `Bearer ${token}`,
+      "x-auth-client": "admin",
+    });
+    t.equal(response.status, 200);
+    const forwarded = upstream.received.at(-1)?.headers ?? {};
+    t.equal(forwarded.authorization, `Bearer ${token}`, "forwarded as received");
+    t.equal(forwarded["x-auth-client"], APP.id, "the configured identity header");
+    t.notOk("x-client-id" in forwarded);
+  },
+);
+
+t.test("a client removed from the config: its tokens are refused, cached or not", async (t) => {
+  const local = await startTestGatehouse(await yaml([APP, OTHER]), {
+    now: () => now,
+    files: { "signing.pem": pem },
+  });
+  t.teardown(() => local.close());
+  const token = await obtainToken(local.url, OTHER);
+  t.equal((await get(local, { authorization: `Bearer ${token}` })).status, 200);
+  await local.writeConfig(await yaml([APP]));
+  t.equal(await local.gatehouse.reload(), "success");
+  t.strictSame(outcome(await get(local, { authorization: `Bearer ${token}` })), INVALID_TOKEN);
+  t.equal(
+    (await get(local, { authorization: `Bearer ${valid()}` })).status,
+    200,
+    "others still pass",
+  );
+});
+
+t.test("B23: previous_keys verify during rotation; a retired key is refused", async (t) => {
+  const next = await generateKeyPem("EdDSA");
+  const oldPublic = createPublicKey(privateKey).export({ format: "pem", type: "spki" }) as string;
+  const local = await startTestGatehouse(await yaml([APP]), {
+    now: () => now,
+    files: { "signing.pem": pem, "next.pem": next, "old.pub.pem": oldPublic },
+  });
+  t.teardown(() => local.close());
+  const oldToken = await obtainToken(local.url, APP);
+
+  const rotated = (await yaml([APP], "")).replace(
+    "key_file: ./signing.pem }",
+    "key_file: ./next.pem }\n  previous_keys: [./old.pub.pem]",
+  );
+  await local.writeConfig(rotated);
+  t.equal(await local.gatehouse.reload(), "success");
+  t.equal(
+    (await get(local, { authorization: `Bearer ${oldToken}` })).status,
+    200,
+    "old key still accepted",
+  );
+  const newToken = await obtainToken(local.url, APP);
+  t.not(newToken.split(".")[0], oldToken.split(".")[0], "new tokens name the new kid");
+  t.equal((await get(local, { authorization: `Bearer ${newToken}` })).status, 200);
+  const jwks = (await (await fetch(`${local.url}/.well-known/jwks.json`)).json()) as {
+    keys: Array<{ kid: string }>;
+  };
+  t.equal(jwks.keys.length, 2, "the JWKS lists both keys");
+  t.ok(
+    jwks.keys.some((key) => key.kid === KID),
+    "the previous key's kid",
+  );
+
+  await local.writeConfig((await yaml([APP], "")).replace("./signing.pem", "./next.pem"));
+  t.equal(await local.gatehouse.reload(), "success");
+  t.strictSame(
+    outcome(await get(local, { authorization: `Bearer ${oldToken}` })),
+    INVALID_TOKEN,
+    "retired",
+  );
+  t.equal((await get(local, { authorization: `Bearer ${newToken}` })).status, 200);
+});
+
+t.test("a generated key is kept across reloads, so its tokens stay valid", async (t) => {
+  const withoutKey = (ttl: string) =>
+    clientsYaml([APP]).then((section) =>
+      configFor(
+        upstream.url,
+        `tokens:\n  ttl: ${ttl}\n${section}routes:\n  - path: /v1/items\n    methods: [GET]\n`,
+      ),
+    );
+  const local = await startTestGatehouse(await withoutKey("15m"), { now: () => now });
+  t.teardown(() => local.close());
+  t.ok(
+    local.logs.some((line) => line.level === 40 && String(line.msg).includes("no signing key")),
+    "a warning",
+  );
+  const token = await obtainToken(local.url, APP);
+  await local.writeConfig(await withoutKey("20m"));
+  t.equal(await local.gatehouse.reload(), "success");
+  t.equal((await get(local, { authorization: `Bearer ${token}` })).status, 200);
+});
+
+t.test(
+  "HS256 with secret_env, and ES256: issued tokens verify; other algorithms do not",
+  async (t) => {
+    const secret = "an-hs256-secret-that-is-long-enough-0123456789";
+    const hs = await startTestGatehouse(
+      (await yaml([APP])).replace(
+        "{ algorithm: EdDSA, key_file: ./signing.pem }",
+        "{ algorithm: HS256, secret_env: TEST_HS_SECRET }",
+      ),
+      { now: () => now, env: { TEST_HS_SECRET: secret } },
+    );
+    t.teardown(() => hs.close());
+    const hsToken = await obtainToken(hs.url, APP);
+    t.equal(
+      JSON.parse(Buffer.from(hsToken.split(".")[0] as string, "base64url").toString()).alg,
+      "HS256",
+    );
+    t.equal((await get(hs, { authorization: `Bearer ${hsToken}` })).status, 200);
+    t.strictSame(
+      outcome(await get(hs, { authorization: `Bearer ${valid()}` })),
+      INVALID_TOKEN,
+      "EdDSA refused",
+    );
+    t.strictSame(
+      await (await fetch(`${hs.url}/.well-known/jwks.json`)).json(),
+      { keys: [] },
+      "no HS256 key published",
+    );
+
+    const es = await startTestGatehouse(
+      (await yaml([APP])).replace("algorithm: EdDSA", "algorithm: ES256"),
+      { now: () => now, files: { "signing.pem": await generateKeyPem("ES256") } },
+    );
+    t.teardown(() => es.close());
+    const esToken = await obtainToken(es.url, APP);
+    t.equal((await get(es, { authorization: `Bearer ${esToken}` })).status, 200);
+    const jwks = (await (await fetch(`${es.url}/.well-known/jwks.json`)).json()) as { keys: JWK[] };
+    t.match(jwks.keys, [{ kty: "EC", crv: "P-256", alg: "ES256" }]);
+    const forged = await new SignJWT(claims())
+      .setProtectedHeader({ alg: "EdDSA", typ: "at+jwt", kid: jwks.keys[0]?.kid as string })
+      .sign(await importPKCS8(pem, "EdDSA"));
+    t.strictSame(
+      outcome(await get(es, { authorization: `Bearer ${forged}` })),
+      INVALID_TOKEN,
+      "EdDSA on ES256",
+    );
+  },
+);
+
+t.test("refusals are counted in the failures metric by reason", async (t) => {
+  const text = await (
+    await fetch(`http://127.0.0.1:${g.gatehouse.adminAddress.port}/metrics`)
+  ).text();
+  for (const reason of ["bearer_missing", "bearer_malformed", "bearer_invalid", "bearer_expired"]) {
+    t.match(
+      text,
+      new RegExp(`^gatehouse_auth_failures_total\\{reason="${reason}"\\} [1-9]\\d*$`, "m"),
+      reason,
+    );
+  }
+});

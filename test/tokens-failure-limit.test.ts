@@ -1,0 +1,118 @@
+/**
+ * BAD_INPUTS A23 and D9 through real sockets: failed client authentications are limited per client
+ * IP and per case-folded client id; beyond the limit every attempt, a correct one too, gets 429.
+ * gatehouse trusts 127.0.0.1 here, so X-Forwarded-For gives each attempt the client IP wanted.
+ */
+import t from "tap";
+import { configFor, startTestGatehouse } from "./helpers/gatehouse.js";
+import { basic, clientsYaml, form, postToken, type TestClient } from "./helpers/tokens.js";
+import { startUpstream } from "./helpers/upstream.js";
+
+const APP: TestClient = { id: "reporting-app", secret: "correct-horse-battery-staple-42" };
+const OTHER: TestClient = { id: "billing", secret: "another-long-secret-for-billing" };
+
+const upstream = await startUpstream();
+t.teardown(() => upstream.close());
+
+const g = await startTestGatehouse(
+  configFor(
+    upstream.url,
+    `trusted_proxies: [127.0.0.1]
+tokens:
+  failure_limit: { limit: 3, window: 1m }
+${await clientsYaml([APP, OTHER])}`,
+  ),
+);
+t.teardown(() => g.close());
+
+const from = (ip: string, authorization?: string): Record<string, string> =>
+  authorization === undefined
+    ? { "x-forwarded-for": ip }
+    : { "x-forwarded-for": ip, authorization };
+
+const attempt = (ip: string, client: TestClient, secret = client.secret) =>
+  postToken(g.url, {
+    headers: from(ip),
+    body: form([
+      ["client_id", client.id],
+      ["client_secret", secret],
+    ]),
+  });
+
+t.test("per client IP: after 3 failures every attempt from that IP is 429", async (t) => {
+  const ip = "198.51.100.7";
+  for (const id of ["nobody-1", "nobody-2", "nobody-3"]) {
+    const failed = await attempt(ip, { id, secret: "guess" });
+    t.equal(failed.status, 401, `failure ${id} answers 401`);
+  }
+  const refused = await attempt(ip, APP);
+  t.equal(refused.status, 429, "a correct secret from that IP too");
+  t.equal(refused.json.error, "rate_limited");
+  t.type(refused.json.error_description, "string");
+  t.equal(refused.headers["cache-control"], "no-store");
+  const retryAfter = Number(refused.headers["retry-after"]);
+  t.ok(Number.isInteger(retryAfter) && retryAfter >= 1 && retryAfter <= 60, "Retry-After 1..60");
+  t.notOk("www-authenticate" in refused.headers, "a 429, not a challenge");
+
+  const basicRefused = await postToken(g.url, { headers: from(ip, basic(APP.id, APP.secret)) });
+  t.equal(basicRefused.status, 429, "with Basic as well");
+  t.equal((await attempt("198.51.100.8", APP)).status, 200, "another IP is not affected");
+});
+
+t.test("per client id, case-folded and trimmed: variants share one bucket", async (t) => {
+  // D9: each variant is an unknown id (exact match), yet they count for reporting-app.
+  const variants = ["REPORTING-APP", " reporting-app", "Reporting-App"];
+  for (const [index, id] of variants.entries()) {
+    const failed = await attempt(`203.0.113.${index + 1}`, { id, secret: APP.secret });
+    t.equal(failed.status, 401, `${JSON.stringify(id)} is not reporting-app`);
+    t.equal(failed.json.error, "invalid_client");
+  }
+  const refused = await attempt("203.0.113.99", APP);
+  t.equal(refused.status, 429, "the real client id is now refused, from a fresh IP too");
+  t.equal(refused.json.error, "rate_limited");
+  t.equal((await attempt("203.0.113.98", OTHER)).status, 200, "another client id is not affected");
+});
+
+t.test("successes are not counted", async (t) => {
+  const ip = "192.0.2.50";
+  for (let i = 0; i < 5; i++) t.equal((await attempt(ip, OTHER)).status, 200, `success ${i + 1}`);
+  t.equal((await attempt(ip, OTHER, "wrong")).status, 401, "a failure after them is a 401");
+});
+
+t.test("requests refused before authentication are not counted", async (t) => {
+  const ip = "192.0.2.60";
+  for (let i = 0; i < 4; i++) {
+    const answer = await postToken(g.url, {
+      headers: from(ip),
+      body: form([["grant_type", "password"]]),
+    });
+    t.equal(answer.status, 400);
+  }
+  t.equal((await attempt(ip, OTHER)).status, 200);
+});
+
+t.test("the refusals are counted in the failures metric", async (t) => {
+  const text = await (
+    await fetch(`http://127.0.0.1:${g.gatehouse.adminAddress.port}/metrics`)
+  ).text();
+  t.match(text, /^gatehouse_auth_failures_total\{reason="rate_limited"\} [1-9]\d*$/m);
+});
+
+t.test("a reload keeps the failure counters", async (t) => {
+  const ip = "192.0.2.70";
+  for (const id of ["gone-1", "gone-2", "gone-3"]) {
+    t.equal((await attempt(ip, { id, secret: "guess" })).status, 401);
+  }
+  await g.writeConfig(
+    configFor(
+      upstream.url,
+      `trusted_proxies: [127.0.0.1]
+tokens:
+  ttl: 30m
+  failure_limit: { limit: 3, window: 1m }
+${await clientsYaml([APP, OTHER])}`,
+    ),
+  );
+  t.equal(await g.gatehouse.reload(), "success");
+  t.equal((await attempt(ip, OTHER)).status, 429, "still over the limit after the reload");
+});

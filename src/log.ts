@@ -18,6 +18,8 @@ export const REDACTED_PATHS = [
   "*.secret",
 ];
 
+const CENSOR = "[redacted]";
+
 /**
  * Creates a logger at `level` writing to `destination` (stdout by default). Asynchronous writes
  * coalesce lines while a write is in flight, so a busy proxy makes few syscalls and a quiet one
@@ -30,8 +32,21 @@ export function createLogger(level: string, destination?: DestinationStream): Lo
       level,
       base: { service: "gatehouse" },
       timestamp: pino.stdTimeFunctions.isoTime,
-      redact: { paths: REDACTED_PATHS, censor: "[redacted]" },
+      redact: { paths: REDACTED_PATHS, censor: CENSOR },
     },
     stream,
+  );
+}
+
+/**
+ * The logger for access-log lines: the same stream and level, redacting every named path but not
+ * the `*.` wildcards. A wildcard path runs the redactor over the value of every field of every
+ * line, the largest cost of a forwarded request; an access-log line is a fixed set of flat fields
+ * (no headers, query or body), so no nested object can carry a secret.
+ */
+export function accessLogger(log: Logger): Logger {
+  return log.child(
+    {},
+    { redact: { paths: REDACTED_PATHS.filter((path) => !path.startsWith("*.")), censor: CENSOR } },
   );
 }

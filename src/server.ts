@@ -17,7 +17,7 @@ import { createConfigStore, type ConfigStore, type ReloadResult } from "./config
 import { restoreCounters, saveCounters } from "./limits/state-file.js";
 import { createMemoryStore } from "./limits/store.js";
 import { createEphemeralKeys } from "./tokens/keys.js";
-import { createLogger } from "./log.js";
+import { accessLogger, createLogger } from "./log.js";
 import { createMetrics, type Metrics } from "./metrics.js";
 import type { RequestContext, Stage } from "./pipeline/context.js";
 import { runPipeline } from "./pipeline/runner.js";
@@ -125,6 +125,7 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
     },
   });
 
+  const access = accessLogger(log);
   let inFlight = 0;
   let drained: (() => void) | undefined;
   const handle = (req: IncomingMessage, res: ServerResponse): void => {
@@ -147,7 +148,7 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
     inFlight++;
     res.once("close", () => {
       inFlight--;
-      accessLog(ctx, log, metrics);
+      accessLog(ctx, access, metrics);
       if (inFlight === 0) drained?.();
     });
     runPipeline(runtime.stages, ctx, services);

@@ -1,0 +1,80 @@
+/** `gatehouse keygen` and `gatehouse hash-secret`, run as the built command. */
+import { spawnSync } from "node:child_process";
+import { readFile } from "node:fs/promises";
+import t from "tap";
+import { importPKCS8 } from "jose";
+import { parse } from "yaml";
+import { parseSecretHash, verifySecret } from "../src/tokens/secrets.js";
+
+// The CLI is tested by running the built command (`npm test` builds before tap runs).
+const CLI = "dist/src/cli.js";
+
+function gatehouse(args: string[], input = "") {
+  return spawnSync(process.execPath, [CLI, ...args], {
+    encoding: "utf8",
+    input,
+    env: { ...process.env, GATEHOUSE_CONFIG: "" },
+  });
+}
+
+async function matches(hash: string, secret: string): Promise<boolean> {
+  const record = parseSecretHash(hash);
+  if (typeof record === "string") throw new Error(record);
+  return verifySecret(secret, record);
+}
+
+t.test("keygen prints a PKCS#8 PEM key for EdDSA (default) or ES256", async (t) => {
+  for (const [args, alg] of [
+    [["keygen"], "EdDSA"],
+    [["keygen", "--alg", "EdDSA"], "EdDSA"],
+    [["keygen", "--alg", "ES256"], "ES256"],
+  ] as const) {
+    const result = gatehouse([...args]);
+    t.equal(result.status, 0, args.join(" "));
+    t.match(result.stdout, /^-----BEGIN PRIVATE KEY-----\n[\s\S]+\n-----END PRIVATE KEY-----\n$/);
+    await t.resolves(importPKCS8(result.stdout, alg), `a ${alg} key`);
+  }
+  t.not(gatehouse(["keygen"]).stdout, gatehouse(["keygen"]).stdout, "a new key each time");
+});
+
+t.test("keygen refuses other algorithms; --alg belongs to keygen", async (t) => {
+  const hs = gatehouse(["keygen", "--alg", "HS256"]);
+  t.equal(hs.status, 2);
+  t.match(hs.stderr, /--alg must be EdDSA or ES256/);
+  t.equal(hs.stdout, "");
+  t.equal(gatehouse(["check", "--alg", "ES256"]).status, 2);
+});
+
+t.test("hash-secret hashes stdin, stripping one trailing newline (SPEC §6)", async (t) => {
+  for (const [input, secret] of [
+    ["s3cret\n", "s3cret"],
+    ["s3cret\r\n", "s3cret"],
+    ["s3cret", "s3cret"],
+    ["s3cret\n\n", "s3cret\n"],
+    ["with spaces and ünïcode \n", "with spaces and ünïcode "],
+  ] as const) {
+    const result = gatehouse(["hash-secret"], input);
+    t.equal(result.status, 0, JSON.stringify(input));
+    t.match(result.stdout, /^scrypt\$ln=14,r=8,p=1\$[A-Za-z0-9_-]+\$[A-Za-z0-9_-]+\n$/);
+    t.ok(await matches(result.stdout.trim(), secret), `verifies ${JSON.stringify(secret)}`);
+    t.notOk(await matches(result.stdout.trim(), input + "x"), "and nothing else");
+  }
+});
+
+t.test("hash-secret refuses an empty secret", async (t) => {
+  for (const input of ["", "\n"]) {
+    const result = gatehouse(["hash-secret"], input);
+    t.equal(result.status, 1, JSON.stringify(input));
+    t.match(result.stderr, /empty secret/);
+    t.equal(result.stdout, "");
+  }
+});
+
+t.test("the example config's demo client secret matches its secret_hash", async (t) => {
+  const text = await readFile("proxy.config.yaml", "utf8");
+  const demo = /demo secret: (\S+);/.exec(text)?.[1];
+  t.type(demo, "string", "the demo secret is written in a comment");
+  const file = parse(text) as { clients: Array<{ id: string; secret_hash: string }> };
+  t.equal(file.clients[0]?.id, "reporting-app");
+  t.ok(await matches(file.clients[0]?.secret_hash as string, demo as string));
+});

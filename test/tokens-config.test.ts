@@ -1,0 +1,71 @@
+/**
+ * Problems found while compiling the token settings (keys, secrets) are reported like schema
+ * errors: one fixture each, with the exact FILE:LINE:COL line `gatehouse check` prints.
+ */
+import t from "tap";
+import { ConfigError } from "../src/config/load.js";
+import { loadSnapshot } from "../src/config/snapshot.js";
+import { createEphemeralKeys } from "../src/tokens/keys.js";
+
+const DIR = "test/fixtures/tokens";
+const ENV = { GATEHOUSE_TEST_SHORT: "only-31-bytes-of-hs256-secret!!" };
+
+const expected: Record<string, string[]> = {
+  "key-file-missing.yaml": [
+    '6:15 tokens.signing.key_file: cannot read "./no-such-key.pem" (ENOENT)',
+  ],
+  "key-file-not-a-key.yaml": [
+    '6:15 tokens.signing.key_file: is not a PKCS#8 PEM private key for ES256 ("pkcs8" must be PKCS#8 formatted string); make one with gatehouse keygen --alg ES256',
+  ],
+  "secret-env-unset.yaml": [
+    "6:17 tokens.signing.secret_env: names GATEHOUSE_TEST_UNSET, which is not set",
+  ],
+  "secret-env-short.yaml": [
+    "6:17 tokens.signing.secret_env: GATEHOUSE_TEST_SHORT holds 31 bytes; HS256 needs at least 32",
+  ],
+  "previous-key-missing.yaml": [
+    '5:7 tokens.previous_keys[0]: cannot read "./retired.pub.pem" (ENOENT)',
+  ],
+  "client-secret-hash-malformed.yaml": [
+    '5:18 clients[0].secret_hash: is not a value printed by "gatehouse hash-secret" (scrypt$ln=..,r=..,p=..$salt$key)',
+    "7:18 clients[1].secret_hash: has scrypt parameters out of range (ln 10-20, r 1-16, p 1-4)",
+  ],
+  "client-secret-env-unset.yaml": [
+    "5:17 clients[0].secret_env: names REPORTING_APP_SECRET, which is not set",
+  ],
+};
+
+for (const [name, lines] of Object.entries(expected)) {
+  t.test(name, async (t) => {
+    const path = `${DIR}/${name}`;
+    const error = await loadSnapshot(path, { env: ENV }).then(
+      () => undefined,
+      (caught: unknown) => caught,
+    );
+    t.ok(error instanceof ConfigError, "the file is refused with a ConfigError");
+    t.strictSame(
+      (error as ConfigError).message.split("\n"),
+      lines.map((line) => `${path}:${line}`),
+    );
+  });
+}
+
+t.test(
+  "without a key, the process's generated key signs, the same one on every load",
+  async (t) => {
+    const ephemeralKeys = createEphemeralKeys();
+    const withSecret = `${DIR}/client-secret-env-unset.yaml`;
+    const env = { REPORTING_APP_SECRET: "a-long-client-secret-from-the-env" };
+    const first = await loadSnapshot(withSecret, { env, ephemeralKeys });
+    const second = await loadSnapshot(withSecret, { env, ephemeralKeys });
+    t.ok(first.tokens.ephemeralKey, "flagged, so a warning is logged");
+    t.equal(first.tokens.keys.current.kid, second.tokens.keys.current.kid, "one key per process");
+    const other = await loadSnapshot(withSecret, { env });
+    t.not(
+      other.tokens.keys.current.kid,
+      first.tokens.keys.current.kid,
+      "another process, another key",
+    );
+    t.ok(first.tokens.clients.secrets.has("reporting-app"), "the secret_env client is known");
+  },
+);

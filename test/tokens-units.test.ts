@@ -1,0 +1,171 @@
+/** Table-driven tests of the token helpers: secrets, request parsing, the verified-token cache. */
+import t from "tap";
+import type { TokenSettings } from "../src/config/tokens.js";
+import { createFailureLimiter, failureKeyForClient } from "../src/limits/failures.js";
+import { createMemoryStore } from "../src/limits/store.js";
+import { issueToken } from "../src/tokens/issue.js";
+import { generateKeyPairFor, keyRing } from "../src/tokens/keys.js";
+import {
+  parseBasicCredentials,
+  parseTokenBody,
+  queryHasCredentials,
+} from "../src/tokens/request.js";
+import {
+  dummyRecord,
+  formatRecord,
+  hashSecret,
+  parseSecretHash,
+  verifySecret,
+} from "../src/tokens/secrets.js";
+import { createTokenVerifier, TokenRejected } from "../src/tokens/verify.js";
+
+t.test("secret_hash: hash, parse and verify", async (t) => {
+  const text = await hashSecret("s3cret value");
+  t.match(text, /^scrypt\$ln=14,r=8,p=1\$[A-Za-z0-9_-]{22}\$[A-Za-z0-9_-]{43}$/);
+  const record = parseSecretHash(text);
+  if (typeof record === "string") throw new Error(record);
+  t.equal(formatRecord(record), text, "parse and format are inverse");
+  t.ok(await verifySecret("s3cret value", record));
+  t.notOk(await verifySecret("s3cret valuE", record));
+  t.notOk(await verifySecret("", record));
+  t.notOk(
+    await verifySecret("s3cret value", dummyRecord(record.params)),
+    "the dummy never matches",
+  );
+  t.not(await hashSecret("s3cret value"), text, "a new salt each time");
+});
+
+t.test("secret_hash: malformed values are refused with a reason", async (t) => {
+  const good = await hashSecret("x");
+  for (const value of [
+    "scrypt$",
+    "bcrypt$2b$10$abc",
+    good.replace("ln=14", "ln=9"),
+    good.replace("ln=14", "ln=21"),
+    good.replace("r=8", "r=0"),
+    good.replace("p=1", "p=5"),
+    good.slice(0, -4),
+    good.replace(/\$([^$]+)\$([^$]+)$/, "$$short$$$2"),
+  ]) {
+    t.type(parseSecretHash(value), "string", value);
+  }
+});
+
+t.test("Basic credentials: base64, first colon, then form-urldecoding", async (t) => {
+  const b = (text: string) => Buffer.from(text).toString("base64");
+  const cases: Array<[string, { id: string; secret: string } | undefined]> = [
+    [b("app:secret"), { id: "app", secret: "secret" }],
+    [b("app:se:cr:et"), { id: "app", secret: "se:cr:et" }],
+    [b("a%3Ab:c+d%2B"), { id: "a:b", secret: "c d+" }],
+    [b("app:caf%C3%A9"), { id: "app", secret: "café" }],
+    [b("app"), undefined],
+    [b(":secret"), undefined],
+    [b("app:"), undefined],
+    [b("app:%zz"), undefined],
+    [b("app:%C0%AF"), undefined],
+    ["not base64!", undefined],
+    [b("app:secret").slice(0, -1), undefined],
+    [Buffer.from([0x61, 0x3a, 0xff]).toString("base64"), undefined],
+  ];
+  for (const [input, expected] of cases)
+    t.strictSame(parseBasicCredentials(input), expected, input);
+});
+
+t.test("token bodies: fields, aliases, empty values, repeats", async (t) => {
+  const form = (text: string) => parseTokenBody(Buffer.from(text), "form");
+  t.strictSame(form("grant_type=client_credentials&client_id=a&client_secret=b+c%21"), {
+    grantType: "client_credentials",
+    clientId: "a",
+    clientSecret: "b c!",
+  });
+  t.strictSame(form("CLIENT_ID=a&CLIENT_SECRET=b&scope=x&foo"), {
+    grantType: undefined,
+    clientId: "a",
+    clientSecret: "b",
+  });
+  t.strictSame(form("grant_type=&client_id=&&"), {
+    grantType: undefined,
+    clientId: undefined,
+    clientSecret: undefined,
+  });
+  t.strictSame(parseTokenBody(Buffer.alloc(0), undefined).clientId, undefined, "empty body");
+  for (const body of ["client_id=a&client_id=a", "client_id=a&CLIENT_ID=a", "x=%zz", "x=%FF"]) {
+    t.throws(() => form(body), { code: "invalid_request", status: 400 }, body);
+  }
+  t.throws(() => parseTokenBody(Buffer.from("a=b"), undefined), { code: "invalid_request" });
+  const json = (value: unknown) => parseTokenBody(Buffer.from(JSON.stringify(value)), "json");
+  t.equal(json({ client_id: "a", other: 1 }).clientId, "a");
+  for (const value of [[], "text", null, { client_id: 1 }, { grant_type: ["a"] }]) {
+    t.throws(() => json(value), { code: "invalid_request" }, JSON.stringify(value));
+  }
+});
+
+t.test("credentials in a query string are found under any spelling", async (t) => {
+  const cases: Array<[string | null, boolean]> = [
+    [null, false],
+    ["", false],
+    ["grant_type=client_credentials", false],
+    ["a=1&client_secret=x", true],
+    ["client%5Fid=x", true],
+    ["CLIENT_ID", true],
+    ["my_client_id=x", false],
+  ];
+  for (const [query, expected] of cases)
+    t.equal(queryHasCredentials(query), expected, String(query));
+});
+
+async function settings(): Promise<TokenSettings> {
+  return {
+    path: "/oauth/token",
+    issuer: "gatehouse",
+    audience: "upstream",
+    ttlSeconds: 60,
+    clockToleranceSeconds: 5,
+    keys: keyRing(await generateKeyPairFor("EdDSA"), []),
+    clients: { secrets: new Map(), dummy: dummyRecord() },
+    failureLimit: { limit: 3, windowMs: 60_000 },
+    ephemeralKey: true,
+  };
+}
+
+t.test("the verified-token cache: until exp plus the tolerance, bounded, oldest out", async (t) => {
+  const config = await settings();
+  const now = Date.UTC(2026, 0, 1);
+  const verifier = createTokenVerifier(config, 2);
+  const [a, b, c] = await Promise.all(
+    ["a", "b", "c"].map(async (id) => (await issueToken(config, id, now)).token),
+  );
+  t.equal(verifier.cached(a as string, now), undefined, "nothing before a verification");
+  t.equal(await verifier.verify(a as string, now), "a");
+  t.equal(verifier.cached(a as string, now + 64_999), "a", "until exp + tolerance");
+  t.equal(verifier.cached(a as string, now + 65_000), undefined, "not after");
+  await verifier.verify(a as string, now);
+  await verifier.verify(b as string, now);
+  await verifier.verify(c as string, now);
+  t.equal(verifier.cached(a as string, now), undefined, "the oldest was forgotten");
+  t.equal(verifier.cached(c as string, now), "c");
+  const rejection = await verifier.verify(`${c}=`, now).catch((error: unknown) => error);
+  t.type(rejection, TokenRejected);
+  t.equal((rejection as TokenRejected).reason, "malformed");
+  const expired = await verifier.verify(a as string, now + 66_000).catch((error: unknown) => error);
+  t.equal((expired as TokenRejected).reason, "expired");
+});
+
+t.test(
+  "the failure limiter: peek counts nothing, attempts count, successes are refunded",
+  async (t) => {
+    const limiter = createFailureLimiter(createMemoryStore(), { limit: 2, windowMs: 60_000 });
+    const keys = { ip: "192.0.2.1", clientId: " App " };
+    t.equal(failureKeyForClient(keys.clientId), "app");
+    t.ok((await limiter.peek(keys.ip)).allowed);
+    t.ok((await limiter.attempt(keys)).allowed, "1st");
+    await limiter.succeeded(keys);
+    t.ok((await limiter.attempt(keys)).allowed, "1st failure");
+    t.ok((await limiter.attempt(keys)).allowed, "2nd failure");
+    t.notOk((await limiter.peek(keys.ip)).allowed, "the IP is at the limit");
+    const refused = await limiter.attempt({ ip: "192.0.2.2", clientId: "APP" });
+    t.notOk(refused.allowed, "the client id is over the limit from another IP");
+    t.ok(refused.retryAfterSeconds >= 1 && refused.retryAfterSeconds <= 60);
+    t.ok((await limiter.attempt({ ip: "192.0.2.3", clientId: undefined })).allowed, "IP only");
+  },
+);

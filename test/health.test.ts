@@ -67,14 +67,14 @@ t.test("the health paths come from the config", async (t) => {
 });
 
 t.test("while draining: /readyz 503 with Connection: close, /healthz still 200", async (t) => {
-  const gh = await startTestGatehouse(config("", "1s"));
+  const gh = await startTestGatehouse(config("", "2s"));
   const stopped = gh.gatehouse.shutdown();
   t.teardown(async () => {
     await stopped;
     await gh.close();
   });
 
-  // shutdown.delay (1s) keeps the listener open while readiness reports 503.
+  // shutdown.delay (2s) keeps the listener open while readiness reports 503.
   const ready = await send(`${gh.url}/readyz`);
   t.equal(ready.status, 503);
   t.match(json(ready), { error: "not_ready", message: String });

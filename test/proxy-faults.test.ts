@@ -76,6 +76,11 @@ t.test("faults of a live upstream", async (t) => {
   const gh = await startTestGatehouse(
     configFor(upstream.url, ROUTES).replace("timeout: 2s", "timeout: 300ms"),
   );
+  // For the cases that must not time out: a wider timeout, and gaps of a quarter of it at most
+  // beyond it, so a loaded machine does not turn them into 504s.
+  const patient = await startTestGatehouse(
+    configFor(upstream.url, ROUTES).replace("timeout: 2s", "timeout: 1s"),
+  );
   const held: Array<{ closed: boolean }> = [];
   upstream.handler = (req, res) => {
     const path = req.url ?? "";
@@ -102,13 +107,14 @@ t.test("faults of a live upstream", async (t) => {
       // Headers at once, the body after longer than upstream.timeout: not a timeout.
       res.writeHead(200, { "content-type": "text/plain" });
       res.write("first ");
-      setTimeout(() => res.end("last"), 600);
+      setTimeout(() => res.end("last"), 1500);
     } else {
       res.end("fine");
     }
   };
   t.teardown(async () => {
     await gh.close();
+    await patient.close();
     await upstream.close();
   });
 
@@ -163,16 +169,16 @@ t.test("faults of a live upstream", async (t) => {
   });
 
   t.test("upstream.timeout bounds the wait for headers, not the body", async (t) => {
-    const res = await send(`${gh.url}/v1/slow-body`);
+    const res = await send(`${patient.url}/v1/slow-body`);
     t.equal(res.status, 200);
     t.equal(res.body.toString(), "first last");
   });
 
   t.test("regression: a slow upload is not taken for a slow upstream", async (t) => {
-    // The body takes longer than upstream.timeout (300ms) to arrive; the upstream answers as
-    // soon as it has it.
+    // The body takes longer than upstream.timeout (1s) to arrive; the upstream answers as soon
+    // as it has it.
     const status = await new Promise<number>((resolve, reject) => {
-      const req = httpRequest(`${gh.url}/v1/upload`, { method: "POST", agent: false });
+      const req = httpRequest(`${patient.url}/v1/upload`, { method: "POST", agent: false });
       req.on("response", (res) => {
         res.resume();
         resolve(res.statusCode ?? 0);
@@ -185,7 +191,7 @@ t.test("faults of a live upstream", async (t) => {
           return;
         }
         req.write("x".repeat(1000));
-        setTimeout(next, 100);
+        setTimeout(next, 250);
       };
       next();
     });

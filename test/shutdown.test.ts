@@ -86,7 +86,7 @@ async function refuses(url: string): Promise<boolean> {
 }
 
 t.test("SIGTERM: not ready, stop accepting, finish the request in flight, exit 0", async (t) => {
-  const cli = await startProxy("{ delay: 1s, grace: 20s }");
+  const cli = await startProxy("{ delay: 2s, grace: 20s }");
   const inFlight = (await slowRequest(cli.url)).response;
   const exited = exitOf(cli);
   cli.child.kill("SIGTERM");

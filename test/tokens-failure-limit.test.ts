@@ -56,6 +56,8 @@ t.test("per client IP: after 3 failures every attempt from that IP is 429", asyn
 
   const basicRefused = await postToken(g.url, { headers: from(ip, basic(APP.id, APP.secret)) });
   t.equal(basicRefused.status, 429, "with Basic as well");
+  const malformed = await postToken(g.url, { headers: from(ip, "Basic !!!") });
+  t.equal(malformed.status, 429, "and with malformed Basic");
   t.equal((await attempt("198.51.100.8", APP)).status, 200, "another IP is not affected");
 });
 

@@ -102,16 +102,19 @@ function countAuthorizationLines(raw: readonly string[]): number {
   return count;
 }
 
-/** Basic credentials from the Authorization header, undefined without one, or the refusal. */
-function headerCredentials(req: IncomingMessage): ClientCredentials | undefined | Reply {
+/** What the Authorization header holds for the token endpoint. */
+type HeaderCredentials = ClientCredentials | undefined | "malformed" | "repeated";
+
+/** Basic credentials from the Authorization header, undefined without one, or why not. */
+function headerCredentials(req: IncomingMessage): HeaderCredentials {
   const lines = countAuthorizationLines(req.rawHeaders);
   if (lines === 0) return undefined;
-  if (lines > 1) return TWO_AUTHORIZATIONS;
+  if (lines > 1) return "repeated";
   const value = req.headers.authorization ?? "";
   const space = value.indexOf(" ");
   // RFC 9110 §11.1: the scheme is case-insensitive. Any other scheme is an unsupported method.
-  if (space === -1 || value.slice(0, space).toLowerCase() !== "basic") return INVALID_CLIENT;
-  return parseBasicCredentials(value.slice(space + 1).trim()) ?? INVALID_CLIENT;
+  if (space === -1 || value.slice(0, space).toLowerCase() !== "basic") return "malformed";
+  return parseBasicCredentials(value.slice(space + 1).trim()) ?? "malformed";
 }
 
 /** The credentials to check, or the answer when the request cannot be authenticated. */
@@ -203,12 +206,14 @@ export function createTokenEndpointStage(
 
   async function serveToken(
     ctx: RequestContext,
-    basic: ClientCredentials | undefined,
+    basic: Exclude<HeaderCredentials, "repeated">,
   ): Promise<Outcome> {
     const { req } = ctx;
     const ip = clientAddress(req, trusted);
+    // SPEC §6: beyond the limit every attempt from the IP is refused, a malformed one too.
     const early = await limiterCall(failures.peek(ip));
     if (!early.allowed) return fail("rate_limited", rateLimited(early));
+    if (basic === "malformed") return fail("malformed_credentials", INVALID_CLIENT);
     // Only now is the body wanted (RFC 9110 §10.1.1): a refused request never got 100 Continue.
     if (req.headers.expect !== undefined) ctx.res.writeContinue();
     const body = await readBody(req, MAX_TOKEN_BODY_BYTES);
@@ -254,7 +259,10 @@ export function createTokenEndpointStage(
     };
   }
 
-  function answer(ctx: RequestContext, basic: ClientCredentials | undefined): Promise<Outcome> {
+  function answer(
+    ctx: RequestContext,
+    basic: Exclude<HeaderCredentials, "repeated">,
+  ): Promise<Outcome> {
     return serveToken(ctx, basic).catch((error: unknown) => {
       if (!(error instanceof GatehouseError)) throw error;
       return oauthError(error.status, error.code, error.message, error.headers);
@@ -273,8 +281,7 @@ export function createTokenEndpointStage(
     if (declaredTooLarge(req)) return TOO_LARGE;
     if (queryHasCredentials(ctx.query)) return CREDENTIALS_IN_QUERY;
     const basic = headerCredentials(req);
-    if (basic === INVALID_CLIENT) return fail("malformed_credentials", INVALID_CLIENT);
-    if (basic !== undefined && !("secret" in basic)) return basic;
+    if (basic === "repeated") return TWO_AUTHORIZATIONS;
     return answer(ctx, basic);
   };
 }

@@ -1,7 +1,7 @@
 import type { TokenSettings } from "../config/tokens.js";
 import { errorReply, type Reply, type RequestContext, type Stage } from "../pipeline/context.js";
 import type { Services } from "../pipeline/services.js";
-import { createTokenVerifier, TokenRejected, type TokenVerifier } from "../tokens/verify.js";
+import { createTokenVerifier, TokenRejected } from "../tokens/verify.js";
 
 /** Longest bearer token read; a longer one is refused before any parsing (SPEC §4.2). */
 export const MAX_BEARER_TOKEN_LENGTH = 4096;
@@ -81,12 +81,9 @@ function bearerToken(ctx: RequestContext): string | Reply {
  * Requires a valid access token on `auth: bearer` routes (SPEC §4.2) and records its client in
  * `ctx.clientId`. A token verified before answers from the cache, without a signature check.
  */
-export function createAuthenticateStage(
-  settings: TokenSettings,
-  services: Services,
-  verifier: TokenVerifier = createTokenVerifier(settings),
-): Stage {
+export function createAuthenticateStage(settings: TokenSettings, services: Services): Stage {
   const { metrics, now } = services;
+  const verifier = createTokenVerifier(settings);
   const clients = settings.clients.secrets;
 
   const refuse = (reason: string, reply: Reply): Reply => {

@@ -234,7 +234,7 @@ function crossChecks(file: CrossShape, ctx: Ctx): void {
   });
 }
 
-/** A rate limit: `limit` points per rolling `window`. */
+/** A rate limit: `limit` points per fixed `window`, which starts at the key's first counted request. */
 export const RateLimitSchema = z
   .strictObject({
     limit: positiveInt("Points allowed per window."),

@@ -3,7 +3,7 @@
  * ConfigMap symlink swap and SIGHUP each swap the snapshot; a bad file changes nothing. Changes are
  * awaited by polling with a deadline, never by asserting how long they took.
  */
-import { mkdir, mkdtemp, rename, rm, symlink, unlink, writeFile } from "node:fs/promises";
+import { link, mkdir, mkdtemp, rename, rm, symlink, unlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Writable } from "node:stream";
@@ -206,14 +206,14 @@ t.test("a request keeps the snapshot it started with", async (t) => {
 });
 
 t.test("SIGHUP re-reads the file (the built CLI)", async (t) => {
-  // The config is a symlink into another folder: the watcher (on the link's folder) does not see
-  // writes to the target, so only SIGHUP can apply them.
+  // The config is a hard link into another folder: inotify reports writes through the other
+  // name to that folder only, so the watcher does not see them and only SIGHUP applies them.
   const dir = await mkdtemp(join(tmpdir(), "gatehouse-sighup-"));
   await mkdir(join(dir, "conf"));
   await mkdir(join(dir, "real"));
   const real = join(dir, "real", "proxy.config.yaml");
   await writeFile(real, config(["/v1/a"]));
-  await symlink(real, join(dir, "conf", "proxy.config.yaml"));
+  await link(real, join(dir, "conf", "proxy.config.yaml"));
   const cli = await startCli(["--config", join(dir, "conf", "proxy.config.yaml")]);
   t.teardown(async () => {
     if (cli.child.exitCode === null) await cli.stop("SIGTERM");
@@ -238,4 +238,57 @@ t.test("SIGHUP re-reads the file (the built CLI)", async (t) => {
   t.equal(await status(`${cli.url}/v1/hup`), 200, "and changes nothing");
   t.equal(cli.child.exitCode, null, "the process keeps running");
   t.equal(await cli.stop("SIGTERM"), 0);
+});
+
+t.test(
+  "a write to the target of a config symlinked from another folder is picked up",
+  async (t) => {
+    const dir = await mkdtemp(join(tmpdir(), "gatehouse-link-"));
+    await mkdir(join(dir, "conf"));
+    await mkdir(join(dir, "real"));
+    const real = join(dir, "real", "proxy.config.yaml");
+    await writeFile(real, config(["/v1/a"]));
+    const configPath = join(dir, "conf", "proxy.config.yaml");
+    await symlink(real, configPath);
+    const log = pino({ level: "silent" }, new Writable({ write: (_c, _e, done) => done() }));
+    const gatehouse: Gatehouse = await startGatehouse({
+      configPath,
+      log,
+      listen: { host: "127.0.0.1", port: 0 },
+      adminListen: { host: "127.0.0.1", port: 0 },
+    });
+    t.teardown(async () => {
+      await gatehouse.shutdown();
+      await rm(dir, { recursive: true, force: true });
+    });
+    const url = `http://127.0.0.1:${gatehouse.address.port}`;
+    await writeFile(real, config(["/v1/a", "/v1/linked"]));
+    t.ok(await becomes(`${url}/v1/linked`, 200), "the target's folder is watched too");
+  },
+);
+
+t.test("a key file replaced under an unchanged config is a change", async (t) => {
+  const { generateKeyPair, exportPKCS8 } = await import("jose");
+  const pem = async () =>
+    exportPKCS8((await generateKeyPair("EdDSA", { extractable: true })).privateKey);
+  const signing = "tokens:\n  signing:\n    algorithm: EdDSA\n    key_file: ./signing.pem\n";
+  const gh = await startTestGatehouse(config(["/v1/a"], signing), {
+    watch: true,
+    files: { "signing.pem": await pem() },
+  });
+  t.teardown(() => gh.close());
+  const kid = async () =>
+    (
+      (await (await fetch(`${gh.url}/.well-known/jwks.json`)).json()) as {
+        keys: Array<{ kid: string }>;
+      }
+    ).keys[0]?.kid;
+  const before = await kid();
+  t.type(before, "string");
+  await writeFile(join(gh.dir, "signing.pem"), await pem());
+  t.ok(
+    await eventually(async () => (await kid()) !== before, DEADLINE_MS),
+    "the new key signs and is published",
+  );
+  t.equal(await gh.gatehouse.reload("test"), "unchanged", "same bytes, same keys: unchanged");
 });

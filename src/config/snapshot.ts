@@ -17,7 +17,7 @@ import type { FileConfig } from "./schema.js";
 import { compileRoutes, type RouteTable } from "../routes/table.js";
 import { compileLimits, type LimitsSettings } from "../limits/plans.js";
 import { compileLanguages, type LanguageSettings } from "../language/table.js";
-import { createEphemeralKeys, type EphemeralKeys } from "../tokens/keys.js";
+import { createEphemeralKeys, type EphemeralKeys, type KeyRing } from "../tokens/keys.js";
 import { compileTokens, type TokenSettings } from "./tokens.js";
 
 /** A listening address. */
@@ -43,7 +43,7 @@ export interface Snapshot {
   readonly source: string;
   /** Relative paths in the file are resolved from here. */
   readonly baseDir: string;
-  /** sha256 of the file's text, hex. */
+  /** sha256 of the file's text and the ids of the keys it names, hex: equal means unchanged. */
   readonly hash: string;
   readonly listen: HostPort;
   readonly adminListen: HostPort;
@@ -94,11 +94,17 @@ export async function buildSnapshot(
     });
   }
   const baseDir = dirname(resolve(options.source));
+  const tokens = await compileTokens(file, {
+    baseDir,
+    env: options.env,
+    ephemeralKeys: options.ephemeralKeys ?? createEphemeralKeys(),
+    problems,
+  });
   const snapshot: Snapshot = {
     file: deepFreeze(file),
     source: options.source,
     baseDir,
-    hash: createHash("sha256").update(options.text).digest("hex"),
+    hash: identity(options.text, tokens.keys),
     listen: hostPort(file.listen),
     adminListen: hostPort(file.admin_listen),
     trustedProxies: trustedProxies(file.trusted_proxies),
@@ -112,12 +118,7 @@ export async function buildSnapshot(
     routes: compileRoutes(file.routes),
     limits: compileLimits(file, baseDir),
     languages: compileLanguages(file.languages),
-    tokens: await compileTokens(file, {
-      baseDir,
-      env: options.env,
-      ephemeralKeys: options.ephemeralKeys ?? createEphemeralKeys(),
-      problems,
-    }),
+    tokens,
     health: { liveness: file.health.liveness_path, readiness: file.health.readiness_path },
     shutdown: {
       delayMs: durationMs(file.shutdown.delay),
@@ -131,6 +132,14 @@ export async function buildSnapshot(
     );
   }
   return deepFreeze(snapshot);
+}
+
+// The file's bytes and the keys it names (by their RFC 7638 thumbprints): a key file replaced
+// under an unchanged config is a change too.
+function identity(text: string, keys: KeyRing): string {
+  const hash = createHash("sha256").update(text);
+  for (const kid of [keys.current.kid, ...[...keys.byKid.keys()].sort()]) hash.update(`\n${kid}`);
+  return hash.digest("hex");
 }
 
 function locateProblem(parsed: ParsedConfig, problem: BuildProblem): ConfigProblem {

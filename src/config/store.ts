@@ -3,9 +3,7 @@
  * reload, or changes nothing (envoyproxy/ratelimit `SetConfig`). Reloads come from SIGHUP and from
  * watching the config file's folder, which also sees a Kubernetes ConfigMap's `..data` symlink swap.
  */
-import { watch, type FSWatcher } from "node:fs";
-import { readFile } from "node:fs/promises";
-import { createHash } from "node:crypto";
+import { realpathSync, watch, type FSWatcher } from "node:fs";
 import { dirname, resolve } from "node:path";
 import type { Logger } from "pino";
 import type { Metrics } from "../metrics.js";
@@ -50,7 +48,6 @@ export function createConfigStore<T extends { readonly config: Snapshot }>(
   let current = options.initial;
   let running: Promise<ReloadResult> | undefined;
   let again = false;
-  let watcher: FSWatcher | undefined;
   let debounce: NodeJS.Timeout | undefined;
   let rearm: NodeJS.Timeout | undefined;
   let closed = false;
@@ -96,6 +93,7 @@ export function createConfigStore<T extends { readonly config: Snapshot }>(
     }
     running = reloadOnce(trigger).finally(() => {
       running = undefined;
+      followLinks();
       if (again && !closed) {
         again = false;
         void reload(trigger);
@@ -105,40 +103,58 @@ export function createConfigStore<T extends { readonly config: Snapshot }>(
   }
 
   const file = resolve(options.path);
-  const folder = dirname(file);
+  let watchers: FSWatcher[] = [];
+  let watched = "";
 
+  // Editors and ConfigMaps fire several events per change: let them settle, then reload once.
+  // A reload that finds the same bytes and keys counts as unchanged and swaps nothing.
   function scheduleReload(): void {
     clearTimeout(debounce);
-    debounce = setTimeout(() => void reloadIfChanged(), DEBOUNCE_MS);
+    debounce = setTimeout(() => void reload("file change"), DEBOUNCE_MS);
     debounce.unref();
   }
 
-  // Editors and ConfigMaps fire several events per change; reload only when the bytes differ.
-  async function reloadIfChanged(): Promise<void> {
+  // The file's own folder, and the folder it resolves to when it is a symlink (edits made
+  // through the link's target); a ConfigMap swap changes the target, so it is re-resolved.
+  function folders(): string[] {
+    let target = file;
     try {
-      const text = await readFile(file);
-      if (createHash("sha256").update(text).digest("hex") === current.config.hash) return;
+      target = realpathSync(file);
     } catch {
-      // A file caught mid-replacement is missing for a moment; the next event (or rearm) retries.
+      // Missing for a moment: watch the file's own folder until it is back.
     }
-    await reload("file change");
+    return [...new Set([dirname(file), dirname(target)])];
+  }
+
+  function followLinks(): void {
+    if (!closed && watchers.length > 0 && folders().join("\n") !== watched) startWatching();
   }
 
   function startWatching(): void {
     if (closed) return;
+    closeWatchers();
+    const wanted = folders();
+    watched = wanted.join("\n");
     try {
-      watcher = watch(folder, { persistent: false }, () => scheduleReload());
-      watcher.on("error", () => restartWatching());
+      watchers = wanted.map((folder) => {
+        const watcher = watch(folder, { persistent: false }, () => scheduleReload());
+        watcher.on("error", () => restartWatching());
+        return watcher;
+      });
     } catch (error) {
-      log.warn({ err: error, folder }, "cannot watch the config folder; retrying");
+      log.warn({ err: error, folders: wanted }, "cannot watch the config folder; retrying");
       restartWatching();
     }
   }
 
-  // The folder itself may be replaced (IN_DELETE_SELF): watch it again, then check for a change.
+  function closeWatchers(): void {
+    for (const watcher of watchers) watcher.close();
+    watchers = [];
+  }
+
+  // A watched folder may be removed (IN_DELETE_SELF): watch again, then check for a change.
   function restartWatching(): void {
-    watcher?.close();
-    watcher = undefined;
+    closeWatchers();
     clearTimeout(rearm);
     rearm = setTimeout(() => {
       startWatching();
@@ -155,7 +171,7 @@ export function createConfigStore<T extends { readonly config: Snapshot }>(
     watch: startWatching,
     close() {
       closed = true;
-      watcher?.close();
+      closeWatchers();
       clearTimeout(debounce);
       clearTimeout(rearm);
     },

@@ -1,6 +1,6 @@
 import { readdir } from "node:fs/promises";
 import t from "tap";
-import { ConfigError } from "../src/config/load.js";
+import { checkConfigFixtures } from "./helpers/config-fixtures.js";
 import { loadSnapshot } from "../src/config/snapshot.js";
 
 // One fixture per class of config error, each with the exact lines `gatehouse check` prints
@@ -100,20 +100,7 @@ t.test("every fixture has an expectation and every expectation a fixture", async
   t.strictSame(files, Object.keys(expected).sort());
 });
 
-for (const [name, lines] of Object.entries(expected)) {
-  t.test(name, async (t) => {
-    const path = `${DIR}/${name}`;
-    const error = await loadSnapshot(path, { env: {} }).then(
-      () => undefined,
-      (caught: unknown) => caught,
-    );
-    t.ok(error instanceof ConfigError, "the file is refused with a ConfigError");
-    t.strictSame(
-      (error as ConfigError).message.split("\n"),
-      lines.map((line) => `${path}:${line}`),
-    );
-  });
-}
+checkConfigFixtures(t, DIR, expected);
 
 t.test("the prototype of plain objects is never polluted by a __proto__ key", async (t) => {
   await loadSnapshot(`${DIR}/proto-key.yaml`, { env: {} }).catch(() => undefined);

@@ -6,13 +6,12 @@
 import { link, mkdir, mkdtemp, rename, rm, symlink, unlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Writable } from "node:stream";
-import { pino } from "pino";
+import { exportPKCS8, generateKeyPair } from "jose";
 import t from "tap";
 import { startGatehouse, type Gatehouse } from "../src/server.js";
 import { startCli } from "./helpers/cli.js";
 import { eventually, send } from "./helpers/client.js";
-import { startTestGatehouse } from "./helpers/gatehouse.js";
+import { memoryLogger, startTestGatehouse } from "./helpers/gatehouse.js";
 import { startUpstream } from "./helpers/upstream.js";
 
 // SPEC §6 promises 2 s; the deadline leaves room for a loaded CI machine.
@@ -83,16 +82,8 @@ t.test("a rename over the file is picked up by the watcher", async (t) => {
 async function startWatching(
   configPath: string,
 ): Promise<{ gatehouse: Gatehouse; url: string; logs: Array<Record<string, unknown>> }> {
-  const logs: Array<Record<string, unknown>> = [];
-  const sink = new Writable({
-    write(chunk: Buffer, _encoding, done) {
-      for (const line of chunk.toString("utf8").split("\n")) {
-        if (line !== "") logs.push(JSON.parse(line) as Record<string, unknown>);
-      }
-      done();
-    },
-  });
-  const gatehouse = await startGatehouse({ configPath, log: pino(sink), watch: true });
+  const { log, logs } = memoryLogger();
+  const gatehouse = await startGatehouse({ configPath, log, watch: true });
   return { gatehouse, url: `http://127.0.0.1:${gatehouse.address.port}`, logs };
 }
 
@@ -250,25 +241,17 @@ t.test(
     await writeFile(real, config(["/v1/a"]));
     const configPath = join(dir, "conf", "proxy.config.yaml");
     await symlink(real, configPath);
-    const log = pino({ level: "silent" }, new Writable({ write: (_c, _e, done) => done() }));
-    const gatehouse: Gatehouse = await startGatehouse({
-      configPath,
-      log,
-      listen: { host: "127.0.0.1", port: 0 },
-      adminListen: { host: "127.0.0.1", port: 0 },
-    });
+    const { gatehouse, url } = await startWatching(configPath);
     t.teardown(async () => {
       await gatehouse.shutdown();
       await rm(dir, { recursive: true, force: true });
     });
-    const url = `http://127.0.0.1:${gatehouse.address.port}`;
     await writeFile(real, config(["/v1/a", "/v1/linked"]));
     t.ok(await becomes(`${url}/v1/linked`, 200), "the target's folder is watched too");
   },
 );
 
 t.test("a key file replaced under an unchanged config is a change", async (t) => {
-  const { generateKeyPair, exportPKCS8 } = await import("jose");
   const pem = async () =>
     exportPKCS8((await generateKeyPair("EdDSA", { extractable: true })).privateKey);
   const signing = "tokens:\n  signing:\n    algorithm: EdDSA\n    key_file: ./signing.pem\n";

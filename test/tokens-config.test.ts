@@ -3,7 +3,7 @@
  * errors: one fixture each, with the exact FILE:LINE:COL line `gatehouse check` prints.
  */
 import t from "tap";
-import { ConfigError } from "../src/config/load.js";
+import { checkConfigFixtures } from "./helpers/config-fixtures.js";
 import { loadSnapshot } from "../src/config/snapshot.js";
 import { createEphemeralKeys } from "../src/tokens/keys.js";
 
@@ -35,20 +35,7 @@ const expected: Record<string, string[]> = {
   ],
 };
 
-for (const [name, lines] of Object.entries(expected)) {
-  t.test(name, async (t) => {
-    const path = `${DIR}/${name}`;
-    const error = await loadSnapshot(path, { env: ENV }).then(
-      () => undefined,
-      (caught: unknown) => caught,
-    );
-    t.ok(error instanceof ConfigError, "the file is refused with a ConfigError");
-    t.strictSame(
-      (error as ConfigError).message.split("\n"),
-      lines.map((line) => `${path}:${line}`),
-    );
-  });
-}
+checkConfigFixtures(t, DIR, expected, ENV);
 
 t.test(
   "without a key, the process's generated key signs, the same one on every load",

@@ -3,7 +3,7 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Writable } from "node:stream";
-import { pino } from "pino";
+import { pino, type Logger } from "pino";
 import { startGatehouse, type Gatehouse, type StartOptions } from "../../src/server.js";
 
 /** A gatehouse started for a test, with its config folder and captured log lines. */
@@ -21,6 +21,20 @@ export interface TestGatehouse {
   close(): Promise<void>;
 }
 
+/** A debug-level logger keeping every line it writes, parsed, in `logs`. */
+export function memoryLogger(): { log: Logger; logs: Array<Record<string, unknown>> } {
+  const logs: Array<Record<string, unknown>> = [];
+  const sink = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      for (const line of chunk.toString("utf8").split("\n")) {
+        if (line !== "") logs.push(JSON.parse(line) as Record<string, unknown>);
+      }
+      done();
+    },
+  });
+  return { log: pino({ level: "debug" }, sink), logs };
+}
+
 /** Writes `yaml` as proxy.config.yaml in a new folder and starts gatehouse on it. */
 export async function startTestGatehouse(
   yaml: string,
@@ -34,16 +48,7 @@ export async function startTestGatehouse(
   for (const [name, content] of Object.entries(options.files ?? {})) {
     await writeFile(join(dir, name), content);
   }
-  const logs: Array<Record<string, unknown>> = [];
-  const sink = new Writable({
-    write(chunk: Buffer, _encoding, done) {
-      for (const line of chunk.toString("utf8").split("\n")) {
-        if (line !== "") logs.push(JSON.parse(line) as Record<string, unknown>);
-      }
-      done();
-    },
-  });
-  const log = pino({ level: "debug" }, sink);
+  const { log, logs } = memoryLogger();
   const gatehouse = await startGatehouse({
     listen: { host: "127.0.0.1", port: 0 },
     adminListen: { host: "127.0.0.1", port: 0 },

@@ -2,6 +2,7 @@ import type { TokenSettings } from "../config/tokens.js";
 import { errorReply, type Reply, type RequestContext, type Stage } from "../pipeline/context.js";
 import type { Services } from "../pipeline/services.js";
 import { createTokenVerifier, TokenRejected } from "../tokens/verify.js";
+import { fieldLines } from "../http/field-lines.js";
 
 /** Longest bearer token read; a longer one is refused before any parsing (SPEC §4.2). */
 export const MAX_BEARER_TOKEN_LENGTH = 4096;
@@ -37,15 +38,6 @@ const INVALID = invalidToken("the bearer token is not valid");
 const EXPIRED = invalidToken("the bearer token has expired");
 const CLIENT_GONE = invalidToken("the bearer token's client is no longer configured");
 
-function authorizationLines(raw: readonly string[]): number {
-  let count = 0;
-  for (let i = 0; i < raw.length; i += 2) {
-    const name = raw[i] as string;
-    if (name.length === 13 && name.toLowerCase() === "authorization") count++;
-  }
-  return count;
-}
-
 // RFC 6750 §2.3 and §5.3: a token in the URI leaks into logs and the upstream; it is refused,
 // whether or not the header carries one too.
 function queryHasAccessToken(query: string | null): boolean {
@@ -61,7 +53,7 @@ function bearerToken(ctx: RequestContext): string | Reply {
   const value = req.headers.authorization;
   if (value === undefined) return MISSING;
   // Node keeps only the first Authorization line; RFC 9110 §5.3: it is not a list field.
-  if (authorizationLines(req.rawHeaders) > 1) return TWO_AUTHORIZATIONS;
+  if (fieldLines(req.rawHeaders, "authorization") > 1) return TWO_AUTHORIZATIONS;
   const space = value.indexOf(" ");
   const scheme = space === -1 ? value : value.slice(0, space);
   // RFC 9110 §11.1: the scheme is case-insensitive; another scheme counts as no credentials.

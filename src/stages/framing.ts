@@ -1,4 +1,5 @@
 import { errorReply, type Stage } from "../pipeline/context.js";
+import { fieldLines } from "../http/field-lines.js";
 
 /** Longest request-target accepted; longer ones get 414 (RFC 9112 §3). */
 export const MAX_TARGET_LENGTH = 8192;
@@ -38,13 +39,10 @@ export function createFramingStage(): Stage {
       );
     }
     // RFC 9112 §3.2: a request with more than one Host field line, or an invalid one, gets 400.
-    let hosts = 0;
-    for (let i = 0; i < raw.length; i += 2) {
-      const name = raw[i] as string;
-      if (name.length === 4 && name.toLowerCase() === "host") hosts++;
-    }
     const host = req.headers.host;
-    if (hosts > 1 || (host !== undefined && !VALID_HOST.test(host))) return BAD_HOST;
+    if (fieldLines(raw, "host") > 1 || (host !== undefined && !VALID_HOST.test(host))) {
+      return BAD_HOST;
+    }
     // RFC 9112 §6.1: Transfer-Encoding in an HTTP/1.0 message means the framing is faulty.
     if (req.httpVersionMinor === 0 && req.headers["transfer-encoding"] !== undefined) {
       return errorReply(

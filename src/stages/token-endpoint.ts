@@ -23,6 +23,7 @@ import {
   type TokenRequestFields,
 } from "../tokens/request.js";
 import { verifySecret } from "../tokens/secrets.js";
+import { fieldLines } from "../http/field-lines.js";
 
 /** The JWKS path (RFC 8615 well-known URI). */
 export const JWKS_PATH = "/.well-known/jwks.json";
@@ -93,21 +94,12 @@ function rateLimited(decision: FailureDecision): Reply {
   );
 }
 
-function countAuthorizationLines(raw: readonly string[]): number {
-  let count = 0;
-  for (let i = 0; i < raw.length; i += 2) {
-    const name = raw[i] as string;
-    if (name.length === 13 && name.toLowerCase() === "authorization") count++;
-  }
-  return count;
-}
-
 /** What the Authorization header holds for the token endpoint. */
 type HeaderCredentials = ClientCredentials | undefined | "malformed" | "repeated";
 
 /** Basic credentials from the Authorization header, undefined without one, or why not. */
 function headerCredentials(req: IncomingMessage): HeaderCredentials {
-  const lines = countAuthorizationLines(req.rawHeaders);
+  const lines = fieldLines(req.rawHeaders, "authorization");
   if (lines === 0) return undefined;
   if (lines > 1) return "repeated";
   const value = req.headers.authorization ?? "";

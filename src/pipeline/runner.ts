@@ -4,46 +4,62 @@ import { sendReply } from "./respond.js";
 import type { Services } from "./services.js";
 
 /**
- * Runs `stages` in order. Synchronous stages run without a promise; the first stage that returns
- * a Reply or HANDLED ends the run. A stage that throws answers 500 and the process goes on.
+ * Runs `stages` in order. Synchronous stages run without a promise or a closure; the first stage
+ * that returns a Reply or HANDLED ends the run. A stage that throws answers 500 and the process
+ * goes on.
  */
 export function runPipeline(
   stages: readonly Stage[],
   ctx: RequestContext,
   services: Services,
 ): void {
-  let index = 0;
-  const fail = (error: unknown): void => {
-    services.log.error({ err: error, requestId: ctx.requestId }, "request failed inside gatehouse");
-    sendReply(
-      ctx,
-      errorReply(500, "internal_error", "gatehouse failed to handle the request"),
-      services.lifecycle,
-    );
-  };
-  const settle = (outcome: Outcome): void => {
-    if (outcome === undefined) {
-      next();
-    } else if (outcome !== HANDLED) {
-      sendReply(ctx, outcome, services.lifecycle);
-    }
-  };
-  const next = (): void => {
-    try {
-      while (index < stages.length) {
-        const outcome = (stages[index++] as Stage)(ctx);
-        if (outcome === undefined) continue;
-        if (outcome instanceof Promise) {
-          outcome.then(settle, fail);
-          return;
-        }
-        settle(outcome);
+  runFrom(0, stages, ctx, services);
+}
+
+function runFrom(
+  start: number,
+  stages: readonly Stage[],
+  ctx: RequestContext,
+  services: Services,
+): void {
+  let index = start;
+  try {
+    while (index < stages.length) {
+      const outcome = (stages[index++] as Stage)(ctx);
+      if (outcome === undefined) continue;
+      if (outcome instanceof Promise) {
+        const next = index;
+        outcome.then(
+          (settled: Outcome) => {
+            if (settled === undefined) runFrom(next, stages, ctx, services);
+            else settle(settled, ctx, services);
+          },
+          (error: unknown) => fail(error, ctx, services),
+        );
         return;
       }
-      fail(new Error("no stage answered the request"));
-    } catch (error) {
-      fail(error);
+      settle(outcome, ctx, services);
+      return;
     }
-  };
-  next();
+    fail(new Error("no stage answered the request"), ctx, services);
+  } catch (error) {
+    fail(error, ctx, services);
+  }
+}
+
+function settle(
+  outcome: Exclude<Outcome, undefined>,
+  ctx: RequestContext,
+  services: Services,
+): void {
+  if (outcome !== HANDLED) sendReply(ctx, outcome, services.lifecycle);
+}
+
+function fail(error: unknown, ctx: RequestContext, services: Services): void {
+  services.log.error({ err: error, requestId: ctx.requestId }, "request failed inside gatehouse");
+  sendReply(
+    ctx,
+    errorReply(500, "internal_error", "gatehouse failed to handle the request"),
+    services.lifecycle,
+  );
 }

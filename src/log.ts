@@ -21,12 +21,13 @@ export const REDACTED_PATHS = [
 const CENSOR = "[redacted]";
 
 /**
- * Creates a logger at `level` writing to `destination` (stdout by default). Asynchronous writes
- * coalesce lines while a write is in flight, so a busy proxy makes few syscalls and a quiet one
- * still logs at once.
+ * Creates a logger at `level` writing to `destination` (stdout by default). Each line is written
+ * at once with one synchronous write: measured under load, that costs less CPU per line than
+ * asynchronous writes, whose thread-pool round trip is paid about once per line unless lines are
+ * held back; and a slow reader slows the proxy down instead of growing an unbounded buffer.
  */
 export function createLogger(level: string, destination?: DestinationStream): Logger {
-  const stream = destination ?? pino.destination({ dest: 1, sync: false });
+  const stream = destination ?? pino.destination({ dest: 1, sync: true });
   return pino(
     {
       level,

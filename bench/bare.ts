@@ -19,7 +19,9 @@ proxy.on("error", (_error: Error, _req: unknown, res: unknown) => {
 });
 
 const server = createServer((req, res) => proxy.web(req, res));
+// Ends with the benchmark, even when the benchmark itself was killed.
+process.on("disconnect", () => process.exit(0));
 process.on("SIGTERM", () => process.exit(0));
 server.listen(0, "127.0.0.1", () => {
-  process.send?.({ port: (server.address() as AddressInfo).port }, () => process.disconnect());
+  process.send?.({ port: (server.address() as AddressInfo).port });
 });

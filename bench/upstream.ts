@@ -17,7 +17,9 @@ const server = createServer((req, res) => {
 // timeout would close their sockets and make the next run pay for reconnecting (or race a reset).
 server.keepAliveTimeout = 600_000;
 
+// Ends with the benchmark, even when the benchmark itself was killed.
+process.on("disconnect", () => process.exit(0));
 process.on("SIGTERM", () => process.exit(0));
 server.listen(0, "127.0.0.1", () => {
-  process.send?.({ port: (server.address() as AddressInfo).port }, () => process.disconnect());
+  process.send?.({ port: (server.address() as AddressInfo).port });
 });

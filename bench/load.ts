@@ -4,6 +4,7 @@
  */
 import { spawn } from "node:child_process";
 import { createRequire } from "node:module";
+import { pinned } from "./pin.js";
 
 const AUTOCANNON = createRequire(import.meta.url).resolve("autocannon/autocannon.js");
 
@@ -13,6 +14,8 @@ export interface LoadOptions {
   readonly durationS: number;
   /** Requests per second over all connections; undefined: as fast as the target answers. */
   readonly rate: number | undefined;
+  /** The cores autocannon runs on (a taskset list), or null for anywhere. */
+  readonly cores: string | null;
 }
 
 /** What autocannon measured for one run. */
@@ -56,7 +59,8 @@ export function runLoad(
   for (const [name, value] of Object.entries(headers)) args.push("--headers", `${name}=${value}`);
   args.push(url);
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, args, { stdio: ["ignore", "pipe", "pipe"] });
+    const [command, commandArgs] = pinned(options.cores, process.execPath, args);
+    const child = spawn(command, commandArgs, { stdio: ["ignore", "pipe", "pipe"] });
     let stdout = "";
     let stderr = "";
     child.stdout.setEncoding("utf8").on("data", (chunk: string) => (stdout += chunk));

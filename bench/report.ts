@@ -185,6 +185,8 @@ export function resultsMarkdown(
     "- The upstream, the bare http-proxy-3 forwarder, gatehouse (started through its command line,",
     "  access log at `info` to /dev/null) and the load generator (autocannon) each run in their own",
     "  process. Every figure is the median over the rounds; targets alternate within each round.",
+    "  Where taskset exists, the proxies run on a core of their own and the upstream and the load",
+    "  generator on the others, so a proxy is not preempted by its own load.",
     "- CPU µs/req: the target process's CPU time (all threads, from `/proc/PID/task/*/schedstat`)",
     "  during a run, divided by the responses received in that run.",
     "- ratio: the candidate's CPU µs/req over the baseline's (the row above it), taken round by",

@@ -11,6 +11,7 @@ import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { processCpuNs } from "./cpu.js";
+import { choosePinning, pin, type Pinning } from "./pin.js";
 import { runLoad, type LoadOptions } from "./load.js";
 import { freePort, startBare, startGatehouse, startUpstream, type Served } from "./processes.js";
 import {
@@ -40,6 +41,7 @@ const USAGE = `usage: npm run bench -- [options]
   --scenario NAME     run only this scenario; repeatable (${SCENARIO_NAMES.join(", ")})
   --cpu-prof DIR      write V8 CPU profiles of gatehouse and the bare forwarder to DIR
   --results FILE      where to write the Markdown results (default bench/RESULTS.md; - for none)
+  --no-pin            do not pin the proxies and the rest to separate cores with taskset
 `;
 
 interface Settings {
@@ -49,6 +51,7 @@ interface Settings {
   readonly scenarios: readonly string[];
   readonly cpuProf: string | undefined;
   readonly results: string | undefined;
+  readonly pinning: Pinning | null;
 }
 
 function positive(name: string, text: string | undefined, fallback: number): number {
@@ -73,11 +76,13 @@ function parseSettings(argv: string[]): Settings | undefined {
       scenario: { type: "string", multiple: true },
       "cpu-prof": { type: "string" },
       results: { type: "string" },
+      "no-pin": { type: "boolean" },
       help: { type: "boolean", short: "h" },
     },
   });
   if (values.help === true) return undefined;
   const scenarios = values.scenario ?? [...SCENARIO_NAMES];
+  const pinning = values["no-pin"] === true ? null : choosePinning();
   for (const name of scenarios) {
     if (!(SCENARIO_NAMES as readonly string[]).includes(name)) {
       throw new UsageError(`unknown scenario ${JSON.stringify(name)}`);
@@ -88,12 +93,14 @@ function parseSettings(argv: string[]): Settings | undefined {
       durationS: positive("duration", values.duration, 8),
       connections: positive("connections", values.connections, 32),
       rate: values.rate === undefined ? undefined : positive("rate", values.rate, 0),
+      cores: pinning?.others ?? null,
     },
     warmupS: positive("warmup", values.warmup, 2),
     rounds: positive("rounds", values.rounds, 3),
     scenarios,
     cpuProf: values["cpu-prof"] === undefined ? undefined : resolve(values["cpu-prof"]),
     results: values.results === "-" ? undefined : resolve(values.results ?? DEFAULT_RESULTS),
+    pinning,
   };
 }
 
@@ -164,6 +171,11 @@ async function main(argv: string[]): Promise<number> {
       profiling,
     );
     started.push(gatehouse);
+    if (settings.pinning !== null) {
+      pin(upstream.pid, settings.pinning.others);
+      pin(bare.pid, settings.pinning.proxies);
+      pin(gatehouse.pid, settings.pinning.proxies);
+    }
 
     const { ready, skipped } = await prepareScenarios(settings.scenarios, bare, gatehouse, secrets);
     for (const skip of skipped) process.stderr.write(`${skip.name}: skipped, ${skip.reason}\n`);
@@ -204,9 +216,18 @@ async function main(argv: string[]): Promise<number> {
         commit: gitCommit(),
         settings:
           `${load.connections} connections, ${load.durationS} s runs, ${settings.rounds} rounds, ` +
-          `${settings.warmupS} s warm-up, ${load.rate === undefined ? "unpaced" : `${load.rate} req/s`}`,
+          `${settings.warmupS} s warm-up, ${load.rate === undefined ? "unpaced" : `${load.rate} req/s`}, ` +
+          (settings.pinning === null
+            ? "not pinned"
+            : `proxies pinned to CPU ${settings.pinning.proxies}, upstream and load to CPU ${settings.pinning.others}`),
       });
-      await writeFile(settings.results, markdown);
+      // The file is committed: write it as the repository's formatter would, so checks pass.
+      const prettier = await import("prettier");
+      const options = (await prettier.resolveConfig(settings.results)) ?? {};
+      await writeFile(
+        settings.results,
+        await prettier.format(markdown, { ...options, filepath: settings.results }),
+      );
       process.stdout.write(`\nwritten to ${settings.results}\n`);
     }
     return 0;

@@ -5,6 +5,7 @@ import type { IncomingMessage } from "node:http";
 /** Folds IPv4-mapped IPv6 (`::ffff:203.0.113.7`) to IPv4 so both spellings are one client. */
 export function normalizeAddress(address: string): string {
   if (
+    address.charCodeAt(0) === 58 /* : */ &&
     address.length > 7 &&
     address.slice(0, 7).toLowerCase() === "::ffff:" &&
     isIPv4(address.slice(7))

@@ -2,7 +2,7 @@ import type { BlockList } from "node:net";
 import type { UpstreamSettings } from "../config/snapshot.js";
 import { HANDLED, type Stage } from "../pipeline/context.js";
 import type { Forwarder } from "../upstream/forwarder.js";
-import { prepareUpstreamHeaders } from "../upstream/request-headers.js";
+import { createUpstreamHeaders } from "../upstream/request-headers.js";
 
 /** Sends the request, as decided by the stages before, to the upstream; streams both ways. */
 export function createForwardStage(
@@ -10,11 +10,12 @@ export function createForwardStage(
   trusted: BlockList | null,
   forwarder: Forwarder,
 ): Stage {
+  const upstreamHeaders = createUpstreamHeaders(upstream, trusted);
   return function forward(ctx) {
     // Node hands only `Expect: 100-continue` to the server (others get 417): the client waits
     // for 100 Continue, sent only now that the request is known to go on (RFC 9110 §10.1.1).
     const continueFirst = ctx.req.headers.expect !== undefined;
-    prepareUpstreamHeaders(ctx, upstream, trusted);
+    upstreamHeaders(ctx);
     ctx.req.url = ctx.query === null ? ctx.path : `${ctx.path}?${ctx.query}`;
     if (continueFirst) ctx.res.writeContinue();
     forwarder.forward(ctx, upstream.timeoutMs);

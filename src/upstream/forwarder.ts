@@ -17,7 +17,7 @@ import { errorReply, type RequestContext } from "../pipeline/context.js";
 import { finalHeaders, sendReply } from "../pipeline/respond.js";
 import type { Services } from "../pipeline/services.js";
 import type { UpstreamSettings } from "../config/snapshot.js";
-import { stripResponseHopByHop } from "./hop-by-hop.js";
+import { endToEnd, RESPONSE_HOP_BY_HOP } from "./hop-by-hop.js";
 
 const CONTEXT = Symbol("gatehouse.context");
 const TIMEOUT = Symbol("gatehouse.timeout");
@@ -31,6 +31,8 @@ interface Exchange {
 }
 
 type TaggedRequest = IncomingMessage & { [CONTEXT]?: Exchange };
+
+const RESPONSE_FIELDS_DROPPED: ReadonlySet<string> = new Set(RESPONSE_HOP_BY_HOP);
 
 const BAD_GATEWAY = errorReply(502, "bad_gateway", "the upstream refused or reset the connection");
 const GATEWAY_TIMEOUT = errorReply(504, "gateway_timeout", "the upstream did not answer in time");
@@ -63,7 +65,6 @@ export function createForwarder(upstream: UpstreamSettings, services: Services):
     agent,
     // The path and query are forwarded exactly as canonicalised, never re-parsed.
     toProxy: true,
-    changeOrigin: true,
     xfwd: false,
     selfHandleResponse: true,
   });
@@ -86,9 +87,8 @@ export function createForwarder(upstream: UpstreamSettings, services: Services):
     clearTimeout(exchange.timer);
     const { ctx } = exchange;
     ctx.upstreamMs = performance.now() - exchange.sentAt;
-    services.metrics.upstreamDuration.observe(ctx.upstreamMs / 1000);
-    const headers = proxyRes.headers;
-    stripResponseHopByHop(headers);
+    services.metrics.requests.upstreamResponse(ctx.upstreamMs / 1000);
+    const headers = endToEnd(proxyRes.headers, RESPONSE_FIELDS_DROPPED, false);
     res.writeHead(
       proxyRes.statusCode ?? 502,
       proxyRes.statusMessage,
@@ -139,7 +139,10 @@ export function createForwarder(upstream: UpstreamSettings, services: Services):
       (ctx.req as TaggedRequest)[CONTEXT] = exchange;
       exchange.timer = setTimeout(onTimeout, timeoutMs, exchange);
       proxy.web(ctx.req, ctx.res, onError);
-      ctx.req.on("data", onBodyProgress);
+      const { headers } = ctx.req;
+      if (headers["content-length"] !== undefined || headers["transfer-encoding"] !== undefined) {
+        ctx.req.on("data", onBodyProgress);
+      }
     },
     retire() {
       agent.on("free", (socket: Socket) => socket.destroy());

@@ -1,7 +1,12 @@
-/** RFC 9110 §7.6.1: connection-specific fields are removed by every intermediary, both ways. */
+/**
+ * RFC 9110 §7.6.1: connection-specific fields are removed by every intermediary, both ways.
+ * Headers are copied into a new object without them, rather than deleted in place: deleting
+ * turns the object into a slow dictionary that every later reader pays for.
+ */
 import type { IncomingHttpHeaders } from "node:http";
 
-const REQUEST_HOP_BY_HOP = [
+/** Request fields that never go upstream as the client sent them. */
+export const REQUEST_HOP_BY_HOP: readonly string[] = [
   "connection",
   "keep-alive",
   "proxy-connection",
@@ -13,7 +18,8 @@ const REQUEST_HOP_BY_HOP = [
   "expect",
 ];
 
-const RESPONSE_HOP_BY_HOP = [
+/** Response fields that never go back to the client as the upstream sent them. */
+export const RESPONSE_HOP_BY_HOP: readonly string[] = [
   "connection",
   "keep-alive",
   "proxy-connection",
@@ -25,31 +31,36 @@ const RESPONSE_HOP_BY_HOP = [
   "transfer-encoding",
 ];
 
-function removeConnectionNamed(headers: IncomingHttpHeaders): void {
-  const named = headers.connection;
-  if (named === undefined) return;
-  for (const name of named.split(",")) {
+/** The fields a Connection header names, lower-cased; null when it names none worth removing. */
+function connectionNamed(value: string | undefined): Set<string> | null {
+  // The values nearly every message carries name nothing but themselves.
+  if (value === undefined || value === "keep-alive" || value === "close") return null;
+  const named = new Set<string>();
+  for (const name of value.split(",")) {
     const key = name.trim().toLowerCase();
     // Never let Connection remove the framing of the message itself.
-    if (key !== "" && key !== "transfer-encoding" && key !== "content-length") delete headers[key];
+    if (key !== "" && key !== "transfer-encoding" && key !== "content-length") named.add(key);
   }
+  return named;
 }
 
 /**
- * Removes hop-by-hop fields from a request's headers in place: those named in Connection first,
- * then the fixed list and every `Proxy-*` field. Transfer-Encoding stays: it frames the body
- * that is streamed on, and Node re-frames it towards the upstream.
+ * Copies the end-to-end fields of `source`: not in `drop`, not named in its Connection field,
+ * and, when `dropProxyFields`, no `Proxy-*` field. Transfer-Encoding of a request is kept by the
+ * caller's `drop`: it frames the body streamed on, and Node re-frames it towards the upstream.
  */
-export function stripRequestHopByHop(headers: IncomingHttpHeaders): void {
-  removeConnectionNamed(headers);
-  for (const name of REQUEST_HOP_BY_HOP) delete headers[name];
-  for (const name in headers) {
-    if (name.charCodeAt(0) === 112 /* p */ && name.startsWith("proxy-")) delete headers[name];
+export function endToEnd(
+  source: IncomingHttpHeaders,
+  drop: ReadonlySet<string>,
+  dropProxyFields: boolean,
+): IncomingHttpHeaders {
+  const named = connectionNamed(source.connection);
+  const copy: IncomingHttpHeaders = {};
+  for (const name in source) {
+    if (drop.has(name) || (named !== null && named.has(name))) continue;
+    if (dropProxyFields && name.charCodeAt(0) === 112 /* p */ && name.startsWith("proxy-"))
+      continue;
+    copy[name] = source[name];
   }
-}
-
-/** Removes hop-by-hop fields from an upstream response's headers in place. */
-export function stripResponseHopByHop(headers: IncomingHttpHeaders): void {
-  removeConnectionNamed(headers);
-  for (const name of RESPONSE_HOP_BY_HOP) delete headers[name];
+  return copy;
 }

@@ -3,7 +3,7 @@ import type { BlockList } from "node:net";
 import type { UpstreamSettings } from "../config/snapshot.js";
 import { fromTrustedProxy, peerAddress, vouchedHops } from "../http/client-ip.js";
 import type { RequestContext } from "../pipeline/context.js";
-import { stripRequestHopByHop } from "./hop-by-hop.js";
+import { endToEnd, REQUEST_HOP_BY_HOP } from "./hop-by-hop.js";
 
 // RFC 7239 §8 and Envoy's use_remote_address: a client's own forwarding claims are believed only
 // from a trusted proxy.
@@ -15,42 +15,50 @@ const FORWARDING_CLAIMS = [
   "x-forwarded-host",
 ];
 
-/**
- * Rewrites `ctx.req.headers` for the upstream, in order: hop-by-hop fields (and those named in
- * Connection) go first, then gatehouse's own fields are set, so a client can neither remove them
- * nor supply them.
- */
-export function prepareUpstreamHeaders(
-  ctx: RequestContext,
+/** Builds, once per config, the function that writes the upstream's request headers. */
+export function createUpstreamHeaders(
   upstream: UpstreamSettings,
   trusted: BlockList | null,
-): void {
-  const { req } = ctx;
-  const headers = req.headers;
-  stripRequestHopByHop(headers);
+): (ctx: RequestContext) => void {
+  // What is never copied from the client: hop-by-hop fields, the identity header gatehouse owns,
+  // the bearer token unless it is to be passed on; and from an untrusted peer, forwarding claims.
+  const own = [...REQUEST_HOP_BY_HOP, upstream.identityHeader];
+  if (!upstream.forwardAuthorization) own.push("authorization");
+  const fromProxy = new Set(own);
+  // The upstream's own authority, as nginx's proxy_pass sends it; the client's goes in
+  // X-Forwarded-Host.
+  const host = upstream.url.host;
+  const fromClient = new Set([...own, ...FORWARDING_CLAIMS]);
 
-  const peer = peerAddress(req);
-  if (trusted !== null && fromTrustedProxy(req, trusted)) {
-    // Only what the trusted proxies vouch for is passed on, so the upstream's leftmost hop is the
-    // client address gatehouse itself uses (D6).
-    const hops = vouchedHops(req, trusted);
-    hops.push(peer);
-    headers["x-forwarded-for"] = hops.join(", ");
-    headers["x-forwarded-proto"] ??= "http";
-    headers["x-forwarded-host"] ??= headers.host ?? "";
-  } else {
-    for (const name of FORWARDING_CLAIMS) delete headers[name];
-    headers["x-forwarded-for"] = peer;
-    headers["x-forwarded-proto"] = "http";
-    headers["x-forwarded-host"] = headers.host ?? "";
-  }
-  // RFC 9110 §7.6.3: an intermediary adds itself to Via.
-  headers.via = headers.via === undefined ? "1.1 gatehouse" : `${headers.via}, 1.1 gatehouse`;
-  headers["x-request-id"] = ctx.requestId;
-
-  delete headers[upstream.identityHeader];
-  if (ctx.clientId !== undefined) headers[upstream.identityHeader] = ctx.clientId;
-  if (!upstream.forwardAuthorization) delete headers.authorization;
-  // Replaces whatever the client sent: exactly one flag (RFC 9110 §12.5.4).
-  if (ctx.language !== undefined) headers["accept-language"] = ctx.language;
+  /**
+   * Replaces `ctx.req.headers` with what the upstream receives: the client's end-to-end fields
+   * first, then gatehouse's own, so a client can neither remove them nor supply them.
+   */
+  return function upstreamHeaders(ctx) {
+    const { req } = ctx;
+    const peer = peerAddress(req);
+    const viaProxy = trusted !== null && fromTrustedProxy(req, trusted);
+    const headers = endToEnd(req.headers, viaProxy ? fromProxy : fromClient, true);
+    if (viaProxy) {
+      // Only what the trusted proxies vouch for is passed on, so the upstream's leftmost hop is
+      // the client address gatehouse itself uses (D6).
+      const hops = vouchedHops(req, trusted);
+      hops.push(peer);
+      headers["x-forwarded-for"] = hops.join(", ");
+      headers["x-forwarded-proto"] ??= "http";
+      headers["x-forwarded-host"] ??= headers.host ?? "";
+    } else {
+      headers["x-forwarded-for"] = peer;
+      headers["x-forwarded-proto"] = "http";
+      headers["x-forwarded-host"] = headers.host ?? "";
+    }
+    headers.host = host;
+    // RFC 9110 §7.6.3: an intermediary adds itself to Via.
+    headers.via = headers.via === undefined ? "1.1 gatehouse" : `${headers.via}, 1.1 gatehouse`;
+    headers["x-request-id"] = ctx.requestId;
+    if (ctx.clientId !== undefined) headers[upstream.identityHeader] = ctx.clientId;
+    // Replaces whatever the client sent: exactly one flag (RFC 9110 §12.5.4).
+    if (ctx.language !== undefined) headers["accept-language"] = ctx.language;
+    req.headers = headers;
+  };
 }

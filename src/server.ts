@@ -17,13 +17,16 @@ import { createConfigStore, type ConfigStore, type ReloadResult } from "./config
 import { restoreCounters, saveCounters } from "./limits/state-file.js";
 import { createMemoryStore } from "./limits/store.js";
 import { createEphemeralKeys } from "./tokens/keys.js";
-import { accessLogger, createLogger } from "./log.js";
+import { createAccessLog, createLogger, type AccessLog } from "./log.js";
 import { createMetrics, type Metrics } from "./metrics.js";
 import type { RequestContext, Stage } from "./pipeline/context.js";
 import { runPipeline } from "./pipeline/runner.js";
 import type { Lifecycle, Services } from "./pipeline/services.js";
 import { buildStages } from "./pipeline/stages.js";
 import { createForwarder, forwarderKey, type Forwarder } from "./upstream/forwarder.js";
+
+const CONTEXT = Symbol("gatehouse.context");
+type TrackedResponse = ServerResponse & { [CONTEXT]?: RequestContext };
 
 /** What one config snapshot runs with. */
 interface Runtime {
@@ -108,6 +111,7 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
       stages: buildStages(config, { services, forwarder, limiterStore }),
     };
   };
+  const access = createAccessLog(log);
   const store: ConfigStore<Runtime> = createConfigStore<Runtime>({
     path: options.configPath,
     env,
@@ -125,9 +129,14 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
     },
   });
 
-  const access = accessLogger(log);
   let inFlight = 0;
   let drained: (() => void) | undefined;
+  // One listener for every response, finding its request's context on the response.
+  function onResponseClose(this: ServerResponse): void {
+    inFlight--;
+    accessLog((this as TrackedResponse)[CONTEXT] as RequestContext, access, metrics);
+    if (inFlight === 0) drained?.();
+  }
   const handle = (req: IncomingMessage, res: ServerResponse): void => {
     const runtime = store.current;
     const ctx: RequestContext = {
@@ -146,11 +155,8 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
       upstreamMs: undefined,
     };
     inFlight++;
-    res.once("close", () => {
-      inFlight--;
-      accessLog(ctx, access, metrics);
-      if (inFlight === 0) drained?.();
-    });
+    (res as TrackedResponse)[CONTEXT] = ctx;
+    res.on("close", onResponseClose);
     runPipeline(runtime.stages, ctx, services);
   };
 
@@ -194,6 +200,8 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
     },
     "gatehouse listening",
   );
+  // Whoever started the process waits for this line; it does not wait for the buffer to fill.
+  log.flush();
 
   let shutdownPromise: Promise<void> | undefined;
   const shutdown = (): Promise<void> => {
@@ -236,27 +244,23 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
   };
 }
 
-function accessLog(ctx: RequestContext, log: Logger, metrics: Metrics): void {
+function accessLog(ctx: RequestContext, log: AccessLog, metrics: Metrics): void {
   const { res } = ctx;
   const status = res.writableFinished ? res.statusCode : 499;
   const durationMs = performance.now() - ctx.startedAt;
   const route = ctx.route?.pattern ?? "-";
-  metrics.requests.inc({ route, status, decision: ctx.decision });
-  metrics.requestDuration.observe({ route }, durationMs / 1000);
-  log.info(
-    {
-      requestId: ctx.requestId,
-      method: ctx.req.method,
-      path: ctx.path,
-      route,
-      status,
-      durationMs: Math.round(durationMs * 100) / 100,
-      upstreamMs: ctx.upstreamMs === undefined ? undefined : Math.round(ctx.upstreamMs * 100) / 100,
-      clientId: ctx.clientId,
-      decision: ctx.decision,
-    },
-    "request",
-  );
+  metrics.requests.request(route, status, ctx.decision, durationMs / 1000);
+  log.write({
+    requestId: ctx.requestId,
+    method: ctx.req.method,
+    path: ctx.path,
+    route,
+    status,
+    durationMs: Math.round(durationMs * 100) / 100,
+    upstreamMs: ctx.upstreamMs === undefined ? undefined : Math.round(ctx.upstreamMs * 100) / 100,
+    clientId: ctx.clientId,
+    decision: ctx.decision,
+  });
 }
 
 function listenOn(server: Server, at: { host: string; port: number }): Promise<void> {

@@ -1,5 +1,6 @@
 /** Prometheus metrics (SPEC §4.6), one registry per process so tests can run several gatehouses. */
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import { Counter, Gauge, Registry, collectDefaultMetrics } from "prom-client";
+import { RequestMetrics } from "./request-metrics.js";
 
 const LATENCY_BUCKETS = [
   0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30,
@@ -8,9 +9,8 @@ const LATENCY_BUCKETS = [
 /** Every metric gatehouse exports. */
 export interface Metrics {
   readonly registry: Registry;
-  readonly requests: Counter<"route" | "status" | "decision">;
-  readonly requestDuration: Histogram<"route">;
-  readonly upstreamDuration: Histogram<string>;
+  /** Requests answered, their durations and the upstream's. */
+  readonly requests: RequestMetrics;
   readonly configReloads: Counter<"result">;
   readonly configHash: Gauge<"hash">;
   readonly tokensIssued: Counter<string>;
@@ -22,27 +22,11 @@ export interface Metrics {
 export function createMetrics(): Metrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: "gatehouse_process_" });
+  const requests = new RequestMetrics(LATENCY_BUCKETS);
+  requests.register(registry);
   return {
     registry,
-    requests: new Counter({
-      name: "gatehouse_requests_total",
-      help: "Requests answered, by route pattern, status and limit decision.",
-      labelNames: ["route", "status", "decision"],
-      registers: [registry],
-    }),
-    requestDuration: new Histogram({
-      name: "gatehouse_request_duration_seconds",
-      help: "Time from request arrival to the end of the response.",
-      labelNames: ["route"],
-      buckets: LATENCY_BUCKETS,
-      registers: [registry],
-    }),
-    upstreamDuration: new Histogram({
-      name: "gatehouse_upstream_duration_seconds",
-      help: "Time from sending a request upstream to its response headers.",
-      buckets: LATENCY_BUCKETS,
-      registers: [registry],
-    }),
+    requests,
     configReloads: new Counter({
       name: "gatehouse_config_reloads_total",
       help: "Configuration reloads, by result (success, failure, unchanged).",

@@ -152,7 +152,9 @@ async function main(argv: string[]): Promise<number> {
   }
   const { load } = settings;
   const profiling =
-    settings.cpuProf === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${settings.cpuProf}`];
+    settings.cpuProf === undefined
+      ? []
+      : ["--cpu-prof", "--cpu-prof-interval=200", `--cpu-prof-dir=${settings.cpuProf}`];
   const dir = await mkdtemp(join(tmpdir(), "gatehouse-bench-"));
   const started: Served[] = [];
   try {

@@ -1,0 +1,47 @@
+import { readFile } from "node:fs/promises";
+import t from "tap";
+import { configJsonSchema } from "../src/config/json-schema.js";
+
+interface JsonSchema {
+  type?: string;
+  properties?: Record<string, JsonSchema>;
+  items?: JsonSchema;
+  additionalProperties?: JsonSchema | boolean;
+  anyOf?: JsonSchema[];
+}
+
+/** Every leaf key of the config file: `routes[].path`, `plans.<name>.quota.limit`, ... */
+function leafKeys(schema: JsonSchema, prefix: string): string[] {
+  if (schema.anyOf) return schema.anyOf.flatMap((option) => leafKeys(option, prefix));
+  if (schema.type === "object" && schema.properties) {
+    return Object.entries(schema.properties).flatMap(([key, child]) =>
+      leafKeys(child, prefix === "" ? key : `${prefix}.${key}`),
+    );
+  }
+  if (schema.type === "object" && typeof schema.additionalProperties === "object") {
+    return leafKeys(schema.additionalProperties, `${prefix}.<name>`);
+  }
+  if (schema.type === "array" && schema.items?.type === "object") {
+    return leafKeys(schema.items, `${prefix}[]`);
+  }
+  return [prefix];
+}
+
+// The README's configuration reference is the user's manual for the file: it names every key the
+// schema accepts, and no key the schema does not.
+t.test("the README's configuration reference lists exactly the schema's keys", async (t) => {
+  const readme = await readFile("README.md", "utf8");
+  const section = /## Configuration reference\n([\s\S]*?)\n## /.exec(readme)?.[1] ?? "";
+  const documented = [...section.matchAll(/^\| `([^`]+)`\s*\|/gm)].map((m) => m[1] as string);
+  const keys = [...new Set(leafKeys(JSON.parse(configJsonSchema()) as JsonSchema, ""))];
+  t.strictSame([...documented].sort(), [...keys].sort());
+});
+
+t.test("the README's two commands are the ones CI runs", async (t) => {
+  const readme = await readFile("README.md", "utf8");
+  t.match(readme, /```sh\nnpm ci && npm start\n```/);
+  t.match(readme, /```sh\nnpm ci && npm test\n```/);
+  const ci = await readFile(".ci/run", "utf8");
+  t.match(ci, /^npm ci /m);
+  t.match(ci, /^npm test$/m);
+});

@@ -15,7 +15,8 @@ export function normalizeAddress(address: string): string {
   return address;
 }
 
-function isTrusted(list: BlockList, address: string): boolean {
+/** Whether `address` (already normalised) is one of the trusted proxies. */
+export function isTrusted(list: BlockList, address: string): boolean {
   if (isIPv4(address)) return list.check(address, "ipv4");
   if (isIPv6(address)) return list.check(address, "ipv6");
   return false;
@@ -24,11 +25,6 @@ function isTrusted(list: BlockList, address: string): boolean {
 /** The peer address of the connection, IPv4-mapped addresses folded. */
 export function peerAddress(req: IncomingMessage): string {
   return normalizeAddress(req.socket.remoteAddress ?? "");
-}
-
-/** Whether the peer of `req` is one of the trusted proxies. */
-export function fromTrustedProxy(req: IncomingMessage, trusted: BlockList): boolean {
-  return isTrusted(trusted, peerAddress(req));
 }
 
 /**

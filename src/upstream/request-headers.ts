@@ -1,7 +1,7 @@
 /** The headers the upstream receives: the only place the outgoing request's headers change. */
 import type { BlockList } from "node:net";
 import type { UpstreamSettings } from "../config/snapshot.js";
-import { fromTrustedProxy, peerAddress, vouchedHops } from "../http/client-ip.js";
+import { isTrusted, peerAddress, vouchedHops } from "../http/client-ip.js";
 import type { RequestContext } from "../pipeline/context.js";
 import { endToEnd, REQUEST_HOP_BY_HOP } from "./hop-by-hop.js";
 
@@ -37,7 +37,7 @@ export function createUpstreamHeaders(
   return function upstreamHeaders(ctx) {
     const { req } = ctx;
     const peer = peerAddress(req);
-    const viaProxy = trusted !== null && fromTrustedProxy(req, trusted);
+    const viaProxy = trusted !== null && isTrusted(trusted, peer);
     const headers = endToEnd(req.headers, viaProxy ? fromProxy : fromClient, true);
     if (viaProxy) {
       // Only what the trusted proxies vouch for is passed on, so the upstream's leftmost hop is

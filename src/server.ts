@@ -256,8 +256,8 @@ function accessLog(ctx: RequestContext, log: AccessLog, metrics: Metrics): void 
     path: ctx.path,
     route,
     status,
-    durationMs: Math.round(durationMs * 100) / 100,
-    upstreamMs: ctx.upstreamMs === undefined ? undefined : Math.round(ctx.upstreamMs * 100) / 100,
+    durationMs,
+    upstreamMs: ctx.upstreamMs,
     clientId: ctx.clientId,
     decision: ctx.decision,
   });

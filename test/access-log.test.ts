@@ -1,5 +1,16 @@
+import { closeSync, openSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { setTimeout } from "node:timers/promises";
 import t from "tap";
-import { createAccessLog } from "../src/log.js";
+import {
+  BufferedLines,
+  createAccessLog,
+  createLogger,
+  LOG_BUFFER_CHARS,
+  LOG_FLUSH_MS,
+} from "../src/log.js";
 import { memoryLogger } from "./helpers/gatehouse.js";
 
 // Access lines are formatted without pino's serialiser; they must still be valid JSON lines in
@@ -50,4 +61,58 @@ t.test("nothing is written above the info level", async (t) => {
   log.level = "warn";
   createAccessLog(log).write(fields);
   t.equal(logs.length, 0);
+});
+
+t.test(
+  "standard output: access lines wait for 16 KiB or a second; other lines go at once",
+  async (t) => {
+    const dir = await mkdtemp(join(tmpdir(), "gatehouse-log-"));
+    const file = join(dir, "out.log");
+    const fd = openSync(file, "w");
+    t.teardown(async () => {
+      closeSync(fd);
+      await rm(dir, { recursive: true, force: true });
+    });
+    const out = new BufferedLines(fd);
+    const log = createLogger("info", out);
+    const access = createAccessLog(log);
+    const written = () => readFileSync(file, "utf8").split("\n").filter(Boolean);
+
+    access.write(fields);
+    t.equal(written().length, 0, "an access line waits");
+    log.warn("an event");
+    t.strictSame(
+      written().map((line) => (JSON.parse(line) as { msg: string }).msg),
+      ["request", "an event"],
+      "an event line goes at once, after the access lines before it",
+    );
+
+    const sizeBefore = statSync(file).size;
+    let lines = 0;
+    while (statSync(file).size === sizeBefore) {
+      access.write(fields);
+      lines++;
+    }
+    t.ok(statSync(file).size - sizeBefore >= LOG_BUFFER_CHARS, "a full buffer goes at once");
+    t.ok(lines > 1, "after many lines");
+
+    access.write(fields);
+    const count = written().length;
+    await setTimeout(LOG_FLUSH_MS + 300);
+    t.equal(written().length, count + 1, "a waiting line is written within a second");
+    access.write(fields);
+    await new Promise<void>((done) => log.flush(() => done()));
+    t.equal(written().length, count + 2, "flush writes what waits");
+  },
+);
+
+t.test("an output that fails loses lines, not the process", async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), "gatehouse-log-"));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  const file = join(dir, "out.log");
+  writeFileSync(file, "");
+  const fd = openSync(file, "r");
+  const out = new BufferedLines(fd);
+  t.doesNotThrow(() => out.write("a line nobody can write\n"));
+  closeSync(fd);
 });

@@ -97,6 +97,19 @@ t.test("method, path and query reach the upstream byte for byte", async (t) => {
   }
 });
 
+t.test("the upstream URL's path prefixes every forwarded path", async (t) => {
+  for (const base of ["/legacy/api", "/legacy/api/"]) {
+    const prefixed = await startTestGatehouse(configFor(`${upstream.url}${base}`, ROUTES));
+    t.teardown(() => prefixed.close());
+    const raw = await rawRequest(
+      prefixed.port,
+      "GET /v1/items/42?b=1&a=%27x HTTP/1.1\r\nHost: gatehouse.test\r\nConnection: close\r\n\r\n",
+    );
+    t.equal(raw.status, 200, base);
+    t.equal(upstream.received.at(-1)?.url, "/legacy/api/v1/items/42?b=1&a=%27x", base);
+  }
+});
+
 t.test("HEAD is forwarded and answered without a body", async (t) => {
   upstream.handler = (_req, res) => {
     res.writeHead(200, { "content-type": "text/plain", "content-length": "11" });

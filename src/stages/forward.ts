@@ -16,7 +16,6 @@ export function createForwardStage(
     // for 100 Continue, sent only now that the request is known to go on (RFC 9110 §10.1.1).
     const continueFirst = ctx.req.headers.expect !== undefined;
     upstreamHeaders(ctx);
-    ctx.req.url = ctx.query === null ? ctx.path : `${ctx.path}?${ctx.query}`;
     if (continueFirst) ctx.res.writeContinue();
     forwarder.forward(ctx, upstream.timeoutMs);
     return HANDLED;

@@ -17,6 +17,7 @@ import { errorReply, type RequestContext } from "../pipeline/context.js";
 import { finalHeaders, sendReply } from "../pipeline/respond.js";
 import type { Services } from "../pipeline/services.js";
 import type { UpstreamSettings } from "../config/snapshot.js";
+import { createDeadlines } from "./deadlines.js";
 import { endToEnd, RESPONSE_HOP_BY_HOP } from "./hop-by-hop.js";
 
 const CONTEXT = Symbol("gatehouse.context");
@@ -24,10 +25,12 @@ const TIMEOUT = Symbol("gatehouse.timeout");
 
 interface Exchange {
   readonly ctx: RequestContext;
-  timer: NodeJS.Timeout | undefined;
+  readonly timeoutMs: number;
+  /** performance.now() by which the upstream's response headers must arrive. */
+  deadline: number;
   proxyReq: ClientRequest | undefined;
   timedOut: boolean;
-  sentAt: number;
+  readonly sentAt: number;
 }
 
 type TaggedRequest = IncomingMessage & { [CONTEXT]?: Exchange };
@@ -53,7 +56,11 @@ export function forwarderKey(upstream: UpstreamSettings): string {
 
 /** Creates the forwarder for one upstream. */
 export function createForwarder(upstream: UpstreamSettings, services: Services): Forwarder {
-  const secure = upstream.url.protocol === "https:";
+  const { url } = upstream;
+  const secure = url.protocol === "https:";
+  // The upstream URL's path is the prefix of every forwarded path, joined as http-proxy joins
+  // them (one slash between the two).
+  const base = url.pathname.endsWith("/") ? url.pathname.slice(0, -1) : url.pathname;
   const agentOptions = {
     keepAlive: true,
     maxSockets: upstream.maxSockets,
@@ -61,10 +68,13 @@ export function createForwarder(upstream: UpstreamSettings, services: Services):
   };
   const agent: HttpAgent = secure ? new HttpsAgent(agentOptions) : new HttpAgent(agentOptions);
   const proxy = new ProxyServer({
-    target: upstream.url.href,
+    // A URL rather than its text: http-proxy parses a string target on every request.
+    target: url,
     agent,
-    // The path and query are forwarded exactly as canonicalised, never re-parsed.
+    // The path and query are forwarded exactly as canonicalised, never re-parsed; the base path
+    // is joined here, so http-proxy need not parse the target's path on every request either.
     toProxy: true,
+    prependPath: false,
     xfwd: false,
     selfHandleResponse: true,
   });
@@ -73,6 +83,11 @@ export function createForwarder(upstream: UpstreamSettings, services: Services):
   // `webPasses` is private in the typings; the version is pinned (~1.23) and a test guards this.
   const internals = proxy as unknown as { webPasses: Array<{ name: string }> };
   internals.webPasses = internals.webPasses.filter((pass) => pass.name !== "deleteLength");
+
+  const deadlines = createDeadlines<Exchange>((exchange) => {
+    exchange.timedOut = true;
+    exchange.proxyReq?.destroy(timeoutError());
+  });
 
   proxy.on("proxyReq", (proxyReq: ClientRequest, req: IncomingMessage) => {
     const exchange = (req as TaggedRequest)[CONTEXT];
@@ -84,7 +99,7 @@ export function createForwarder(upstream: UpstreamSettings, services: Services):
   proxy.on("proxyRes", (proxyRes: IncomingMessage, req: IncomingMessage, res: ServerResponse) => {
     const exchange = (req as TaggedRequest)[CONTEXT];
     if (exchange === undefined) return;
-    clearTimeout(exchange.timer);
+    deadlines.remove(exchange);
     const { ctx } = exchange;
     ctx.upstreamMs = performance.now() - exchange.sentAt;
     services.metrics.requests.upstreamResponse(ctx.upstreamMs / 1000);
@@ -96,8 +111,9 @@ export function createForwarder(upstream: UpstreamSettings, services: Services):
     );
     // A reset after the headers went out cannot become a clean response: cut the client off so
     // it sees a truncated body rather than a complete one.
-    proxyRes.on("aborted", () => res.destroy());
-    proxyRes.on("error", () => res.destroy());
+    proxyRes.once("close", () => {
+      if (!proxyRes.complete) res.destroy();
+    });
     proxyRes.pipe(res);
   });
 
@@ -105,13 +121,13 @@ export function createForwarder(upstream: UpstreamSettings, services: Services):
   proxy.on("error", (error: Error) => services.log.warn({ err: error }, "upstream error"));
   proxy.on("econnreset", (_error: Error, req: IncomingMessage) => {
     const exchange = (req as TaggedRequest)[CONTEXT];
-    if (exchange !== undefined) clearTimeout(exchange.timer);
+    if (exchange !== undefined) deadlines.remove(exchange);
   });
 
   const onError = (error: Error, req: IncomingMessage, res: ServerResponse | unknown) => {
     const exchange = (req as TaggedRequest)[CONTEXT];
     if (exchange === undefined) return;
-    clearTimeout(exchange.timer);
+    deadlines.remove(exchange);
     exchange.proxyReq?.destroy();
     const { ctx } = exchange;
     if ((res as ServerResponse).headersSent) {
@@ -129,19 +145,25 @@ export function createForwarder(upstream: UpstreamSettings, services: Services):
   return {
     key: forwarderKey(upstream),
     forward(ctx, timeoutMs) {
+      const { req } = ctx;
+      const sentAt = performance.now();
       const exchange: Exchange = {
         ctx,
-        timer: undefined,
+        timeoutMs,
+        deadline: sentAt + timeoutMs,
         proxyReq: undefined,
         timedOut: false,
-        sentAt: performance.now(),
+        sentAt,
       };
-      (ctx.req as TaggedRequest)[CONTEXT] = exchange;
-      exchange.timer = setTimeout(onTimeout, timeoutMs, exchange);
-      proxy.web(ctx.req, ctx.res, onError);
-      const { headers } = ctx.req;
-      if (headers["content-length"] !== undefined || headers["transfer-encoding"] !== undefined) {
-        ctx.req.on("data", onBodyProgress);
+      (req as TaggedRequest)[CONTEXT] = exchange;
+      deadlines.add(exchange);
+      req.url = ctx.query === null ? base + ctx.path : `${base}${ctx.path}?${ctx.query}`;
+      proxy.web(req, ctx.res, onError);
+      if (
+        req.headers["content-length"] !== undefined ||
+        req.headers["transfer-encoding"] !== undefined
+      ) {
+        req.on("data", onBodyProgress);
       }
     },
     retire() {
@@ -164,10 +186,5 @@ function timeoutError(): Error {
 // upstream. A stalled upstream stops reading, the chunks stop, and the wait runs out (504).
 function onBodyProgress(this: TaggedRequest): void {
   const exchange = this[CONTEXT];
-  if (exchange !== undefined && !exchange.timedOut) exchange.timer?.refresh();
-}
-
-function onTimeout(exchange: Exchange): void {
-  exchange.timedOut = true;
-  exchange.proxyReq?.destroy(timeoutError());
+  if (exchange !== undefined) exchange.deadline = performance.now() + exchange.timeoutMs;
 }

@@ -3,7 +3,13 @@ import { addressKey } from "../src/limits/client-key.js";
 import { decide, type DecisionInput } from "../src/limits/decide.js";
 import { renderDecision } from "../src/limits/headers.js";
 import type { QuotaRule, RateRule } from "../src/limits/plans.js";
-import { createMemoryStore, ruleFingerprint } from "../src/limits/store.js";
+import {
+  addPoints,
+  createMemoryStore,
+  refundPoints,
+  ruleFingerprint,
+  type Count,
+} from "../src/limits/store.js";
 import { createPeriodClock, periodAt } from "../src/limits/windows.js";
 
 const rate: RateRule = {
@@ -196,3 +202,27 @@ t.test(
     t.equal((await after.limiter(late).get("ip:1.2.3.4@0"))?.consumedPoints, 4);
   },
 );
+
+// addPoints counts through RLF's memory storage directly (store.ts); RLF's own API must agree.
+t.test("memory store: synchronous counts agree with rate-limiter-flexible's own", async (t) => {
+  const store = createMemoryStore();
+  const limiter = store.limiter({ name: "rate:plan:sync", points: 10, durationMs: 60_000 });
+  const first = addPoints(limiter, "client:a", 2);
+  t.notOk(first instanceof Promise, "counted at once");
+  t.match(first, { consumed: 2 });
+  await limiter.penalty("client:a", 3);
+  const second = addPoints(limiter, "client:a", 1) as Count;
+  t.equal(second.consumed, 6, "one counter behind both APIs");
+  t.ok(
+    second.msBeforeNext > 59_000 && second.msBeforeNext <= 60_000,
+    "the window's remaining time",
+  );
+  t.equal((await limiter.get("client:a"))?.consumedPoints, 6);
+  t.equal(refundPoints(limiter, "client:a", 4), undefined, "refunded at once");
+  t.equal((await limiter.get("client:a"))?.consumedPoints, 2);
+
+  const quota = addPoints(limiter, "client:b@0", 1, 5) as Count;
+  t.ok(quota.msBeforeNext > 4_000 && quota.msBeforeNext <= 5_000, "a lifetime of its own");
+  const seen = (await limiter.get("client:b@0"))?.msBeforeNext ?? 0;
+  t.ok(quota.msBeforeNext - seen < 1_000, "RLF sees the same lifetime");
+});

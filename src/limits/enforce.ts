@@ -5,7 +5,7 @@
 import type { RateLimiterAbstract } from "rate-limiter-flexible";
 import { decide, type Decision } from "./decide.js";
 import type { LimitsSettings, Plan, QuotaRule, RateRule } from "./plans.js";
-import { addPoints, refundPoints, type LimiterStore } from "./store.js";
+import { addPoints, refundPoints, type Count, type LimiterStore } from "./store.js";
 import { createPeriodClock, type PeriodSpan } from "./windows.js";
 
 /** A plan with its counters at hand. */
@@ -26,8 +26,11 @@ export interface Enforcer {
   readonly anonymous: PreparedPlan | undefined;
   /** By client id; a client missing here is not limited. */
   readonly clients: ReadonlyMap<string, PreparedPlan>;
-  /** Counts `cost` points for `key` (`client:<id>` or `ip:<address>`) and decides. */
-  check(prepared: PreparedPlan, key: string, cost: number): Promise<Decision>;
+  /**
+   * Counts `cost` points for `key` (`client:<id>` or `ip:<address>`) and decides; at once when
+   * the store counts synchronously (memory), else as a promise.
+   */
+  check(prepared: PreparedPlan, key: string, cost: number): Decision | Promise<Decision>;
 }
 
 /** Prepares every plan of `settings` against `store`; `now` is the clock quotas follow. */
@@ -63,47 +66,50 @@ export function createEnforcer(
   return {
     anonymous: settings.anonymous === undefined ? undefined : prepare(settings.anonymous),
     clients,
-    async check({ rate, quota }, key, cost) {
+    check({ rate, quota }, key, cost) {
       const nowMs = now();
-      const [rateInput, quotaInput] = await Promise.all([
-        rate && countRate(rate, key, cost),
-        quota && countQuota(quota, key, cost, nowMs),
-      ]);
-      const decision = decide({
-        rate: rateInput,
-        quota: quotaInput,
-        cost,
-        nowMs,
-        dryRun: settings.dryRun,
-      });
-      if (!decision.allowed) {
-        // SPEC §6: a request answered 429 consumes nothing, neither rate nor quota.
-        await Promise.all([
-          rate && refundPoints(rate.limiter, key, cost),
-          quota && quotaInput && refundPoints(quota.limiter, quotaInput.key, cost),
-        ]);
+      const rateCount = rate && addPoints(rate.limiter, key, cost);
+      let quotaCount: QuotaCount | Promise<QuotaCount> | undefined;
+      if (quota !== undefined) {
+        const span = quota.periodAt(nowMs);
+        // A quota counter belongs to one calendar period: the next period starts from zero.
+        const periodKey = `${key}@${span.id}`;
+        const lifetimeSec = Math.ceil((span.endMs - nowMs) / 1000);
+        const counted = addPoints(quota.limiter, periodKey, cost, lifetimeSec);
+        quotaCount =
+          counted instanceof Promise
+            ? counted.then((count) => ({ count, span, periodKey }))
+            : { count: counted, span, periodKey };
       }
-      return decision;
+      const settle = (rateNow: Count | undefined, quotaNow: QuotaCount | undefined) => {
+        const decision = decide({
+          rate: rate && rateNow && { rule: rate.rule, count: rateNow },
+          quota: quota &&
+            quotaNow && { rule: quota.rule, count: quotaNow.count, endMs: quotaNow.span.endMs },
+          cost,
+          nowMs,
+          dryRun: settings.dryRun,
+        });
+        if (decision.allowed) return decision;
+        // SPEC §6: a request answered 429 consumes nothing, neither rate nor quota.
+        const refunds = [
+          rate && refundPoints(rate.limiter, key, cost),
+          quota && quotaNow && refundPoints(quota.limiter, quotaNow.periodKey, cost),
+        ].filter((refund) => refund instanceof Promise);
+        return refunds.length === 0 ? decision : Promise.all(refunds).then(() => decision);
+      };
+      // The memory store counts synchronously, and then so does the decision.
+      if (rateCount instanceof Promise || quotaCount instanceof Promise) {
+        return Promise.all([rateCount, quotaCount]).then(([r, q]) => settle(r, q));
+      }
+      return settle(rateCount, quotaCount);
     },
   };
 }
 
-// Counts against the rate limit's window, which starts at the key's first request (RLF).
-async function countRate(rate: NonNullable<PreparedPlan["rate"]>, key: string, cost: number) {
-  return { rule: rate.rule, count: await addPoints(rate.limiter, key, cost) };
-}
-
-// Counts against the counter of the calendar period `nowMs` falls in.
-async function countQuota(
-  quota: NonNullable<PreparedPlan["quota"]>,
-  key: string,
-  cost: number,
-  nowMs: number,
-) {
-  const span = quota.periodAt(nowMs);
-  // A quota counter belongs to one calendar period: the next period starts from zero.
-  const periodKey = `${key}@${span.id}`;
-  const lifetimeSec = Math.ceil((span.endMs - nowMs) / 1000);
-  const count = await addPoints(quota.limiter, periodKey, cost, lifetimeSec);
-  return { rule: quota.rule, count, endMs: span.endMs, key: periodKey };
+/** A quota count with the period it was counted in and the key it was counted under. */
+interface QuotaCount {
+  readonly count: Count;
+  readonly span: PeriodSpan;
+  readonly periodKey: string;
 }

@@ -103,30 +103,59 @@ export interface Count {
   readonly msBeforeNext: number;
 }
 
+// RLF's memory limiter counts synchronously and wraps the result in a promise; on the request
+// path that wrapping (and the microtasks it adds) cost more than the counting. Its storage is
+// used directly instead, with the same key and lifetime RLF would use; rate-limiter-flexible is
+// pinned (~11.4) and a test holds this to RLF's own `get()`.
+interface MemoryInternals {
+  readonly duration: number;
+  readonly _memoryStorage: {
+    incrby(
+      key: string,
+      value: number,
+      durationSec: number,
+    ): { readonly consumedPoints: number; readonly msBeforeNext: number };
+  };
+}
+
 /**
  * Adds `points` to `key` and reports the total; gatehouse compares it with the limit in force
- * itself. RLF's `penalty` is its atomic increment without a verdict, in memory and in Redis alike.
- * `durationSec` sets the lifetime of a counter this call creates (calendar quotas).
+ * itself. In memory the count is synchronous; other stores answer with a promise of it (RLF's
+ * `penalty`, its atomic increment without a verdict). `durationSec` sets the lifetime of a counter
+ * this call creates (calendar quotas).
  */
-export async function addPoints(
+export function addPoints(
   limiter: RateLimiterAbstract,
   key: string,
   points: number,
   durationSec?: number,
-): Promise<Count> {
-  const res = await limiter.penalty(
-    key,
-    points,
-    durationSec === undefined ? undefined : { customDuration: durationSec },
-  );
-  return { consumed: res.consumedPoints, msBeforeNext: res.msBeforeNext };
+): Count | Promise<Count> {
+  if (limiter instanceof RateLimiterMemory) {
+    const memory = limiter as unknown as MemoryInternals;
+    const res = memory._memoryStorage.incrby(
+      limiter.getKey(key),
+      points,
+      durationSec ?? memory.duration,
+    );
+    return { consumed: res.consumedPoints, msBeforeNext: res.msBeforeNext };
+  }
+  return limiter
+    .penalty(key, points, durationSec === undefined ? undefined : { customDuration: durationSec })
+    .then((res) => ({ consumed: res.consumedPoints, msBeforeNext: res.msBeforeNext }));
 }
 
-/** Takes back points added for a request that was refused (SPEC §6: a 429 consumes nothing). */
-export async function refundPoints(
+/**
+ * Takes back points added for a request that was refused (SPEC §6: a 429 consumes nothing);
+ * synchronous in memory, as `addPoints` is.
+ */
+export function refundPoints(
   limiter: RateLimiterAbstract,
   key: string,
   points: number,
-): Promise<void> {
-  await limiter.reward(key, points);
+): void | Promise<void> {
+  if (limiter instanceof RateLimiterMemory) {
+    addPoints(limiter, key, -points);
+    return undefined;
+  }
+  return limiter.reward(key, points).then(() => undefined);
 }

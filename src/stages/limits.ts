@@ -12,7 +12,7 @@ import type { Services } from "../pipeline/services.js";
 /**
  * Counts the request against its plan (the client's, or for `auth: none` the anonymous plan keyed
  * by client IP), puts the limit headers on every response to it, and answers 429 over a limit.
- * Requests without a plan pass untouched and synchronously.
+ * Requests without a plan pass untouched; with the memory store, counting is synchronous too.
  */
 export function createLimitsStage(
   settings: LimitsSettings,
@@ -56,6 +56,9 @@ export function createLimitsStage(
     const key = anonymousRoute
       ? addressKey(clientAddress(ctx.req, trusted))
       : `client:${ctx.clientId}`;
-    return enforcer.check(plan, key, route.cost).then((decision) => apply(ctx, plan, decision));
+    const decision = enforcer.check(plan, key, route.cost);
+    return decision instanceof Promise
+      ? decision.then((settled) => apply(ctx, plan, settled))
+      : apply(ctx, plan, decision);
   };
 }

@@ -36,3 +36,22 @@ t.strictSame(
   { kind: "method_not_allowed", allow: "GET, POST" },
   "Allow lists every matching route's methods",
 );
+
+t.test("a literal route behind a wildcard that matches it is not taken first", async (t) => {
+  const shadowed = compileRoutes([
+    { path: "/v1/*", methods: ["GET"], cost: 3, auth: "none" },
+    { path: "/v1/items", methods: ["GET", "POST"], cost: 1, auth: "none" },
+    { path: "/v1/items", methods: ["PUT"], cost: 1, auth: "none" },
+  ]);
+  const pattern = (method: string, path: string) => {
+    const match = shadowed.match(method, path);
+    return match.kind === "route" ? match.route.pattern : match.kind;
+  };
+  t.equal(pattern("GET", "/v1/items"), "/v1/*", "the first match wins");
+  t.equal(pattern("POST", "/v1/items"), "/v1/items");
+  t.equal(pattern("PUT", "/v1/items"), "/v1/items");
+  t.strictSame(shadowed.match("DELETE", "/v1/items"), {
+    kind: "method_not_allowed",
+    allow: "GET, POST, PUT",
+  });
+});

@@ -48,6 +48,13 @@ export function compilePattern(pattern: string): RegExp {
   return new RegExp(source + "$");
 }
 
+// The one canonical path a pattern without wildcards matches, or undefined when it has one.
+function literalPath(pattern: string): string | undefined {
+  const segments = pattern.slice(1).split("/");
+  if (segments.some((segment) => segment === "*" || segment === "**")) return undefined;
+  return segments.map(canonicalSegment).join("");
+}
+
 /** Builds the table from validated route entries. */
 export function compileRoutes(entries: readonly RouteConfig[]): RouteTable {
   const routes: Route[] = entries.map((entry) =>
@@ -59,13 +66,28 @@ export function compileRoutes(entries: readonly RouteConfig[]): RouteTable {
       matcher: compilePattern(entry.path),
     }),
   );
+  const found = routes.map((route): RouteMatch => Object.freeze({ kind: "route", route }));
+  // Most requests ask for a literal path: a route that is the first to match its own path is
+  // found by that path at once. Other requests, and other methods, scan the table in order.
+  const firstByPath = new Map<string, number>();
+  routes.forEach((route, index) => {
+    const path = literalPath(route.pattern);
+    if (path === undefined || firstByPath.has(path)) return;
+    if (routes.slice(0, index).some((earlier) => earlier.matcher.test(path))) return;
+    firstByPath.set(path, index);
+  });
   return Object.freeze({
     routes: Object.freeze(routes),
     match(method: string, path: string): RouteMatch {
+      const first = firstByPath.get(path);
+      if (first !== undefined && (routes[first] as Route).methods.has(method)) {
+        return found[first] as RouteMatch;
+      }
       let allowed: Set<string> | undefined;
-      for (const route of routes) {
+      for (let i = 0; i < routes.length; i++) {
+        const route = routes[i] as Route;
         if (!route.matcher.test(path)) continue;
-        if (route.methods.has(method)) return { kind: "route", route };
+        if (route.methods.has(method)) return found[i] as RouteMatch;
         allowed ??= new Set();
         for (const m of route.methods) allowed.add(m);
       }

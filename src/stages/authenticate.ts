@@ -64,8 +64,6 @@ function bearerToken(ctx: RequestContext): string | Reply {
   const token = value.slice(start);
   if (token === "") return EMPTY_BEARER;
   if (token.length > MAX_BEARER_TOKEN_LENGTH) return TOO_LONG;
-  if (!B64TOKEN.test(token)) return NOT_B64TOKEN;
-  if (queryHasAccessToken(ctx.query)) return TOKEN_IN_QUERY;
   return token;
 }
 
@@ -98,6 +96,11 @@ export function createAuthenticateStage(settings: TokenSettings, services: Servi
     }
     const nowMs = now();
     const known = verifier.cached(token, nowMs);
+    // A token verified before is a compact JWS and so a b64token: only a new one is scanned.
+    if (known === undefined && !B64TOKEN.test(token)) {
+      return refuse("bearer_malformed", NOT_B64TOKEN);
+    }
+    if (queryHasAccessToken(ctx.query)) return refuse("bearer_malformed", TOKEN_IN_QUERY);
     if (known !== undefined) return accept(ctx, known);
     return verifier.verify(token, nowMs).then(
       (clientId) => accept(ctx, clientId),

@@ -2,7 +2,6 @@
  * Starts gatehouse: the public listener running the pipeline, the admin listener serving /metrics,
  * config reloads and graceful shutdown. No module state: tests start several in one process.
  */
-import { randomUUID } from "node:crypto";
 import {
   createServer as createHttpServer,
   type IncomingMessage,
@@ -17,6 +16,7 @@ import { createConfigStore, type ConfigStore, type ReloadResult } from "./config
 import { restoreCounters, saveCounters } from "./limits/state-file.js";
 import { createMemoryStore } from "./limits/store.js";
 import { createEphemeralKeys } from "./tokens/keys.js";
+import { createRequestIds } from "./http/request-ids.js";
 import { createAccessLog, createLogger, type AccessLog } from "./log.js";
 import { createMetrics, type Metrics } from "./metrics.js";
 import type { RequestContext, Stage } from "./pipeline/context.js";
@@ -82,7 +82,7 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
     log,
     metrics,
     now: options.now ?? Date.now,
-    newId: options.newId ?? randomUUID,
+    newId: options.newId ?? createRequestIds(),
     lifecycle,
   };
 

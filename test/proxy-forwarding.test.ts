@@ -189,8 +189,7 @@ t.test("X-Request-Id: passed on when well-formed, returned on the response", asy
 t.test("X-Request-Id: generated when absent, the same on both sides", async (t) => {
   const first = await send(`${gh.url}/v1/items`);
   const id = first.headers["x-request-id"];
-  t.type(id, "string");
-  t.not(id, "");
+  t.match(id, /^[0-9a-f]{32}$/, "32 hex digits, as nginx's $request_id");
   t.equal(upstream.received.at(-1)?.headers["x-request-id"], id);
   const second = await send(`${gh.url}/v1/items`);
   t.not(second.headers["x-request-id"], id, "each request gets its own id");

@@ -92,11 +92,12 @@ export function freePort(): Promise<number> {
 }
 
 /**
- * Starts gatehouse through its real command line with `configPath` (which must listen on
+ * Starts gatehouse, called `name`, through its real command line with `configPath` (which must listen on
  * 127.0.0.1:`port`); stdout, the access log included, goes to /dev/null. Resolves once
  * /healthz answers 200.
  */
 export async function startGatehouse(
+  name: string,
   configPath: string,
   port: number,
   env: NodeJS.ProcessEnv,
@@ -106,7 +107,7 @@ export async function startGatehouse(
     env,
     stdio: ["ignore", "ignore", "pipe"],
   });
-  const served = watchChild("gatehouse", child, port);
+  const served = watchChild(name, child, port);
   const deadline = Date.now() + START_TIMEOUT_MS;
   for (;;) {
     served.assertAlive();

@@ -8,9 +8,10 @@ export interface Run extends LoadResult {
   readonly cpuUsPerRequest: number;
 }
 
-/** A scenario's runs, round by round. */
+/** A scenario's runs: each target alone, then the paired runs round by round. */
 export interface ScenarioRuns {
   readonly scenario: Scenario;
+  readonly alone: { readonly baseline: Run; readonly candidate: Run };
   readonly baseline: Run[];
   readonly candidate: Run[];
 }
@@ -22,6 +23,7 @@ interface Row {
   readonly rps: string;
   readonly p50: string;
   readonly p99: string;
+  readonly paired: string;
   readonly cpu: string;
   readonly ratio: string;
   readonly goal: string;
@@ -31,15 +33,16 @@ interface Row {
 const HEADINGS: Row = {
   scenario: "scenario",
   target: "target",
-  rps: "req/s",
+  rps: "req/s alone",
   p50: "p50 ms",
   p99: "p99 ms",
+  paired: "req/s paired",
   cpu: "CPU µs/req",
   ratio: "ratio",
   goal: "goal",
   result: "result",
 };
-const RIGHT_ALIGNED = new Set<keyof Row>(["rps", "p50", "p99", "cpu", "ratio"]);
+const RIGHT_ALIGNED = new Set<keyof Row>(["rps", "p50", "p99", "paired", "cpu", "ratio"]);
 
 /** The median of a non-empty list. */
 export function median(values: readonly number[]): number {
@@ -64,14 +67,15 @@ function faults(runs: readonly Run[]): number {
   return runs.reduce((sum, run) => sum + run.non2xx + run.errors, 0);
 }
 
-function targetRow(scenario: string, target: string, runs: readonly Run[]): Row {
+function targetRow(scenario: string, target: string, alone: Run, paired: readonly Run[]): Row {
   return {
     scenario,
     target,
-    rps: median(runs.map((r) => r.rps)).toFixed(0),
-    p50: median(runs.map((r) => r.p50)).toFixed(2),
-    p99: median(runs.map((r) => r.p99)).toFixed(2),
-    cpu: median(runs.map((r) => r.cpuUsPerRequest)).toFixed(1),
+    rps: alone.rps.toFixed(0),
+    p50: alone.p50.toFixed(2),
+    p99: alone.p99.toFixed(2),
+    paired: median(paired.map((r) => r.rps)).toFixed(0),
+    cpu: median(paired.map((r) => r.cpuUsPerRequest)).toFixed(1),
     ratio: "",
     goal: "",
     result: "",
@@ -80,7 +84,12 @@ function targetRow(scenario: string, target: string, runs: readonly Run[]): Row 
 
 /** The verdict for a scenario: pass, fail, or invalid when a run saw errors or non-2xx answers. */
 export function verdict(runs: ScenarioRuns): string {
-  const bad = faults(runs.baseline) + faults(runs.candidate);
+  const bad = faults([
+    ...runs.baseline,
+    ...runs.candidate,
+    runs.alone.baseline,
+    runs.alone.candidate,
+  ]);
   if (bad > 0) return `invalid (${bad} errors or non-2xx)`;
   return cpuRatio(runs) <= runs.scenario.goal ? "pass" : "FAIL";
 }
@@ -89,9 +98,9 @@ function rows(results: readonly ScenarioRuns[], skipped: readonly Skipped[]): Ro
   const out: Row[] = [];
   for (const runs of results) {
     const { scenario } = runs;
-    out.push(targetRow(scenario.name, scenario.baseline.label, runs.baseline));
+    out.push(targetRow(scenario.name, scenario.baseline.label, runs.alone.baseline, runs.baseline));
     out.push({
-      ...targetRow("", scenario.candidate.label, runs.candidate),
+      ...targetRow("", scenario.candidate.label, runs.alone.candidate, runs.candidate),
       ratio: `${cpuRatio(runs).toFixed(3)}×`,
       goal: scenario.goalText,
       result: verdict(runs),
@@ -105,6 +114,7 @@ function rows(results: readonly ScenarioRuns[], skipped: readonly Skipped[]): Ro
       rps: "",
       p50: "",
       p99: "",
+      paired: "",
       cpu: "",
       ratio: "",
       goal: "",
@@ -182,15 +192,22 @@ export function resultsMarkdown(
     ...(skipped.length ? [""] : []),
     "How to read it:",
     "",
-    "- The upstream, the bare http-proxy-3 forwarder, gatehouse (started through its command line,",
-    "  access log at `info` to /dev/null) and the load generator (autocannon) each run in their own",
-    "  process. Every figure is the median over the rounds; targets alternate within each round.",
-    "  Where taskset exists, the proxies run on a core of their own and the upstream and the load",
-    "  generator on the others, so a proxy is not preempted by its own load.",
-    "- CPU µs/req: the target process's CPU time (all threads, from `/proc/PID/task/*/schedstat`)",
-    "  during a run, divided by the responses received in that run.",
-    "- ratio: the candidate's CPU µs/req over the baseline's (the row above it), taken round by",
-    "  round and then the median; `goal` bounds it. A missed goal is reported, not an error.",
+    "- The upstream, the bare http-proxy-3 forwarder, two gatehouse processes (started through",
+    "  their command line, access log at `info` to /dev/null) and one load generator (autocannon)",
+    "  per target each run in their own process. Where taskset exists, the proxies share the last",
+    "  core and the upstream and the load generators run on the others.",
+    "- Warm-up: every scenario's requests, each to every process that serves them, before any",
+    "  figure is taken, so the JIT has compiled for the whole mix, as in service.",
+    "- req/s alone, p50, p99: each target alone, as fast as it answers.",
+    "- req/s paired, CPU µs/req: in a paired run both targets are loaded at the same time, each",
+    "  by its own load generator, as fast as they answer, on the core they share, so a drift of",
+    "  the machine's speed and the shared upstream weigh on both alike. CPU µs/req is the target",
+    "  process's CPU time (all threads, from `/proc/PID/task/*/schedstat`) during the run divided",
+    "  by the responses it gave; both columns are medians over the paired runs. Where one program",
+    "  receives two kinds of request (`language`), each kind goes to its own gatehouse process and",
+    "  the two processes swap kinds every round.",
+    "- ratio: the candidate's CPU µs/req over the baseline's (the row above it), round by round,",
+    "  then the median; `goal` bounds it. A missed goal is reported, not an error.",
     "",
   ].join("\n");
 }

@@ -12,7 +12,7 @@ import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { processCpuNs } from "./cpu.js";
 import { choosePinning, pin, type Pinning } from "./pin.js";
-import { runLoad, type LoadOptions } from "./load.js";
+import { runLoad, type LoadOptions, type LoadResult } from "./load.js";
 import { freePort, startBare, startGatehouse, startUpstream, type Served } from "./processes.js";
 import {
   consoleTable,
@@ -25,21 +25,25 @@ import {
 import {
   benchConfig,
   newSecrets,
+  newSigningKey,
   prepareScenarios,
+  servedIn,
   SCENARIO_NAMES,
+  type Scenario,
   type Target,
 } from "./scenarios.js";
 
 const DEFAULT_RESULTS = fileURLToPath(new URL("../../bench/RESULTS.md", import.meta.url));
 
 const USAGE = `usage: npm run bench -- [options]
-  --duration SEC      length of each measured run (default 8)
-  --warmup SEC        unmeasured load on each target before a scenario's rounds (default 2)
-  --rounds N          measured runs per target, alternating targets (default 3)
-  --connections N     concurrent connections (default 32)
-  --rate N            fixed requests/s over all connections (default: as fast as answered)
+  --duration SEC      length of each measured run (default 5)
+  --warmup SEC        unmeasured load per scenario, all scenarios before any is measured
+                      (default 10)
+  --rounds N          paired runs per scenario (default 8)
+  --connections N     concurrent connections per target (default 32)
+  --rate N            requests/s per target in the paired runs (default: as fast as answered)
   --scenario NAME     run only this scenario; repeatable (${SCENARIO_NAMES.join(", ")})
-  --cpu-prof DIR      write V8 CPU profiles of gatehouse and the bare forwarder to DIR
+  --cpu-prof DIR      write V8 CPU profiles of the proxies to DIR
   --results FILE      where to write the Markdown results (default bench/RESULTS.md; - for none)
   --no-pin            do not pin the proxies and the rest to separate cores with taskset
 `;
@@ -48,6 +52,7 @@ interface Settings {
   readonly load: LoadOptions;
   readonly warmupS: number;
   readonly rounds: number;
+  readonly rate: number | undefined;
   readonly scenarios: readonly string[];
   readonly cpuProf: string | undefined;
   readonly results: string | undefined;
@@ -90,13 +95,14 @@ function parseSettings(argv: string[]): Settings | undefined {
   }
   return {
     load: {
-      durationS: positive("duration", values.duration, 8),
+      durationS: positive("duration", values.duration, 5),
       connections: positive("connections", values.connections, 32),
-      rate: values.rate === undefined ? undefined : positive("rate", values.rate, 0),
+      rate: undefined,
       cores: pinning?.others ?? null,
     },
-    warmupS: positive("warmup", values.warmup, 2),
-    rounds: positive("rounds", values.rounds, 3),
+    warmupS: positive("warmup", values.warmup, 10),
+    rounds: positive("rounds", values.rounds, 8),
+    rate: values.rate === undefined ? undefined : positive("rate", values.rate, 0),
     scenarios,
     cpuProf: values["cpu-prof"] === undefined ? undefined : resolve(values["cpu-prof"]),
     results: values.results === "-" ? undefined : resolve(values.results ?? DEFAULT_RESULTS),
@@ -104,19 +110,84 @@ function parseSettings(argv: string[]): Settings | undefined {
   };
 }
 
-async function measure(target: Target, load: LoadOptions): Promise<Run> {
-  target.served.assertAlive();
-  const before = processCpuNs(target.served.pid);
-  const result = await runLoad(target.served.url + target.path, target.headers, load);
-  const after = processCpuNs(target.served.pid);
-  target.served.assertAlive();
-  if (result.completed === 0) throw new Error(`${target.label} answered no request`);
-  return { ...result, cpuUsPerRequest: (after - before) / 1000 / result.completed };
+/** Loads every target at once and returns each one's figures and CPU time per response. */
+async function measureTogether(
+  targets: ReadonlyArray<{ target: Target; served: Served }>,
+  load: LoadOptions,
+): Promise<Run[]> {
+  for (const { served } of targets) served.assertAlive();
+  const before = targets.map(({ served }) => processCpuNs(served.pid));
+  const results: LoadResult[] = await Promise.all(
+    targets.map(({ target, served }) => runLoad(served.url + target.path, target.headers, load)),
+  );
+  return targets.map(({ target, served }, i) => {
+    served.assertAlive();
+    const result = results[i] as LoadResult;
+    if (result.completed === 0) throw new Error(`${target.label} answered no request`);
+    const cpuNs = processCpuNs(served.pid) - (before[i] as number);
+    return { ...result, cpuUsPerRequest: cpuNs / 1000 / result.completed };
+  });
 }
 
 function describeRun(target: Target, run: Run): string {
   const faults = run.non2xx + run.errors > 0 ? `, ${run.non2xx} non-2xx, ${run.errors} errors` : "";
   return `${target.label}: ${run.rps.toFixed(0)} req/s, p99 ${run.p99} ms, ${run.cpuUsPerRequest.toFixed(1)} µs/req${faults}`;
+}
+
+// The targets of a scenario in round `round`, each with the process serving it then.
+function pair(scenario: Scenario, round: number): Array<{ target: Target; served: Served }> {
+  return [scenario.baseline, scenario.candidate].map((target) => ({
+    target,
+    served: servedIn(target, round),
+  }));
+}
+
+// How many rounds it takes for every process to have served each of its targets.
+function turns(scenario: Scenario): number {
+  return Math.max(scenario.baseline.served.length, scenario.candidate.served.length);
+}
+
+/**
+ * Loads every target of every scenario, each process in each of its turns, before anything is
+ * measured: the JIT compiles for the whole mix of requests, as it would in service, and no
+ * scenario's figures depend on which scenarios ran before it.
+ */
+async function warmUp(scenarios: readonly Scenario[], settings: Settings): Promise<void> {
+  for (const scenario of scenarios) {
+    process.stderr.write(`${scenario.name}: warming up\n`);
+    const durationS = Math.ceil(settings.warmupS / turns(scenario));
+    for (let turn = 0; turn < turns(scenario); turn++) {
+      await measureTogether(pair(scenario, turn), { ...settings.load, durationS });
+    }
+  }
+}
+
+/**
+ * One scenario: each target alone, for its requests/s and latency, then the paired rounds: both
+ * targets loaded at once on their shared core, so that the machine's drifts and the shared
+ * upstream weigh on both alike, each round yielding one CPU ratio.
+ */
+async function runScenario(scenario: Scenario, settings: Settings): Promise<ScenarioRuns> {
+  const { load } = settings;
+  const say = (text: string) => process.stderr.write(`${scenario.name}: ${text}\n`);
+  const [baselineAlone] = await measureTogether(pair(scenario, 0).slice(0, 1), load);
+  const [candidateAlone] = await measureTogether(pair(scenario, 0).slice(1), load);
+  const alone = { baseline: baselineAlone as Run, candidate: candidateAlone as Run };
+  say(`alone: ${describeRun(scenario.baseline, alone.baseline)}`);
+  say(`alone: ${describeRun(scenario.candidate, alone.candidate)}`);
+  const runs: ScenarioRuns = { scenario, alone, baseline: [], candidate: [] };
+  const paired = { ...load, rate: settings.rate };
+  for (let round = 0; round < settings.rounds; round++) {
+    const [baseline, candidate] = await measureTogether(pair(scenario, round), paired);
+    runs.baseline.push(baseline as Run);
+    runs.candidate.push(candidate as Run);
+    say(
+      `round ${round + 1}/${settings.rounds}: ` +
+        `${describeRun(scenario.baseline, baseline as Run)}; ${describeRun(scenario.candidate, candidate as Run)}`,
+    );
+  }
+  say(`ratio ${cpuRatio(runs).toFixed(3)} (${scenario.goalText}): ${verdict(runs)}`);
+  return runs;
 }
 
 function commandLine(argv: readonly string[]): string {
@@ -156,57 +227,47 @@ async function main(argv: string[]): Promise<number> {
       ? []
       : ["--cpu-prof", "--cpu-prof-interval=200", `--cpu-prof-dir=${settings.cpuProf}`];
   const dir = await mkdtemp(join(tmpdir(), "gatehouse-bench-"));
+  const secrets = newSecrets();
   const started: Served[] = [];
   try {
     const upstream = await startUpstream();
     started.push(upstream);
     const bare = await startBare(upstream.url, profiling);
     started.push(bare);
-    const port = await freePort();
-    const configPath = join(dir, "proxy.config.yaml");
-    await writeFile(configPath, benchConfig(upstream.url, port));
-    const secrets = newSecrets();
-    const gatehouse = await startGatehouse(
-      configPath,
-      port,
-      { ...process.env, ...secrets.env },
-      profiling,
-    );
-    started.push(gatehouse);
+    const keyFile = join(dir, "signing.pem");
+    await writeFile(keyFile, newSigningKey());
+    const gatehouses: Served[] = [];
+    for (const name of ["gatehouse", "gatehouse twin"]) {
+      const port = await freePort();
+      const configPath = join(dir, `${name.replace(" ", "-")}.yaml`);
+      await writeFile(configPath, benchConfig(upstream.url, port, keyFile));
+      const served = await startGatehouse(
+        name,
+        configPath,
+        port,
+        { ...process.env, ...secrets.env },
+        profiling,
+      );
+      started.push(served);
+      gatehouses.push(served);
+    }
+    const [gatehouse, twin] = gatehouses as [Served, Served];
     if (settings.pinning !== null) {
       pin(upstream.pid, settings.pinning.others);
-      pin(bare.pid, settings.pinning.proxies);
-      pin(gatehouse.pid, settings.pinning.proxies);
+      for (const proxy of [bare, gatehouse, twin]) pin(proxy.pid, settings.pinning.proxies);
     }
 
-    const { ready, skipped } = await prepareScenarios(settings.scenarios, bare, gatehouse, secrets);
+    const { ready, skipped } = await prepareScenarios(
+      settings.scenarios,
+      bare,
+      gatehouse,
+      twin,
+      secrets,
+    );
     for (const skip of skipped) process.stderr.write(`${skip.name}: skipped, ${skip.reason}\n`);
+    await warmUp(ready, settings);
     const results: ScenarioRuns[] = [];
-    for (const scenario of ready) {
-      const runs: ScenarioRuns = { scenario, baseline: [], candidate: [] };
-      const warmup = { ...load, durationS: settings.warmupS };
-      process.stderr.write(`${scenario.name}: warming up\n`);
-      await measure(scenario.baseline, warmup);
-      await measure(scenario.candidate, warmup);
-      for (let round = 0; round < settings.rounds; round++) {
-        // ABBA order, so a drift in machine speed during a scenario weighs on both targets alike.
-        const order =
-          round % 2 === 0
-            ? (["baseline", "candidate"] as const)
-            : (["candidate", "baseline"] as const);
-        for (const side of order) {
-          const run = await measure(scenario[side], load);
-          runs[side].push(run);
-          process.stderr.write(
-            `${scenario.name} round ${round + 1}/${settings.rounds}: ${describeRun(scenario[side], run)}\n`,
-          );
-        }
-      }
-      process.stderr.write(
-        `${scenario.name}: ratio ${cpuRatio(runs).toFixed(3)} (${scenario.goalText}): ${verdict(runs)}\n`,
-      );
-      results.push(runs);
-    }
+    for (const scenario of ready) results.push(await runScenario(scenario, settings));
 
     process.stdout.write(`\n${consoleTable(results, skipped)}\n`);
     if (settings.results !== undefined) {
@@ -217,8 +278,9 @@ async function main(argv: string[]): Promise<number> {
         cpu: `${cpus()[0]?.model ?? "unknown CPU"}, ${cpus().length} cores`,
         commit: gitCommit(),
         settings:
-          `${load.connections} connections, ${load.durationS} s runs, ${settings.rounds} rounds, ` +
-          `${settings.warmupS} s warm-up, ${load.rate === undefined ? "unpaced" : `${load.rate} req/s`}, ` +
+          `${load.connections} connections per target, ${load.durationS} s runs, ` +
+          `${settings.rounds} paired rounds, ${settings.warmupS} s warm-up per scenario, ` +
+          `${settings.rate === undefined ? "unpaced" : `paired runs at ${settings.rate} req/s`}, ` +
           (settings.pinning === null
             ? "not pinned"
             : `proxies pinned to CPU ${settings.pinning.proxies}, upstream and load to CPU ${settings.pinning.others}`),

@@ -3,16 +3,21 @@
  * scenario whose feature has not landed in this build is skipped with the reason, found by
  * probing the running gatehouse rather than by reading its source.
  */
-import { randomBytes } from "node:crypto";
+import { generateKeyPairSync, randomBytes } from "node:crypto";
 import type { Served } from "./processes.js";
 
-/** A request stream against one process. */
+/** A request stream, sent in round `i` to `served[i % served.length]`. */
 export interface Target {
   readonly label: string;
-  readonly served: Served;
+  readonly served: readonly Served[];
   /** Path and query. */
   readonly path: string;
   readonly headers: Readonly<Record<string, string>>;
+}
+
+/** The process that serves `target` in round `round`. */
+export function servedIn(target: Target, round: number): Served {
+  return target.served[round % target.served.length] as Served;
 }
 
 /** Two targets measured side by side; the goal bounds candidate CPU/request ÷ baseline's. */
@@ -61,18 +66,30 @@ export function newSecrets(): Secrets {
   };
 }
 
+/** A new EdDSA signing key (PKCS#8 PEM), shared by the gatehouse processes of one run. */
+export function newSigningKey(): string {
+  return generateKeyPairSync("ed25519").privateKey.export({
+    type: "pkcs8",
+    format: "pem",
+  }) as string;
+}
+
 /**
  * gatehouse's config for every scenario: the example's route table, one open route without an
  * anonymous plan, a client without a plan (unlimited) and one whose plan has a rate limit and a
- * quota on the memory store. Logging stays at its default level, `info`.
+ * quota on the memory store. Tokens are signed with the key in `keyFile`, so every process of a
+ * run accepts the tokens of the others. Logging stays at its default level, `info`.
  */
-export function benchConfig(upstreamUrl: string, port: number): string {
+export function benchConfig(upstreamUrl: string, port: number, keyFile: string): string {
   return `listen: 127.0.0.1:${port}
 admin_listen: 127.0.0.1:0
 upstream:
   url: ${upstreamUrl}
 tokens:
   path: ${TOKEN_PATH}
+  signing:
+    algorithm: EdDSA
+    key_file: ${JSON.stringify(keyFile)}
 clients:
   - id: ${BEARER_CLIENT}
     secret_env: GATEHOUSE_BENCH_BEARER_SECRET
@@ -184,14 +201,28 @@ async function probeFeatures(gatehouse: Served, secrets: Secrets): Promise<Featu
   };
 }
 
+// Every process a scenario sends to must answer its requests with 200.
+async function firstRefusal(scenario: Scenario): Promise<string | undefined> {
+  for (const target of [scenario.baseline, scenario.candidate]) {
+    for (const served of target.served) {
+      const answer = await probe(served, target.path, target.headers);
+      if (answer.status !== 200) return `${served.name}: ${describe(target.path, answer)}`;
+    }
+  }
+  return undefined;
+}
+
 /**
  * Probes gatehouse and builds the wanted scenarios that this build supports; the others come
- * back as skipped, each with the reason.
+ * back as skipped, each with the reason. `twin` is a second gatehouse with the same config: a
+ * scenario comparing two kinds of request to gatehouse sends each kind to its own process, the
+ * two processes swapping kinds from round to round.
  */
 export async function prepareScenarios(
   wanted: readonly string[],
   bare: Served,
   gatehouse: Served,
+  twin: Served,
   secrets: Secrets,
 ): Promise<{ ready: Scenario[]; skipped: Skipped[] }> {
   const features = await probeFeatures(gatehouse, secrets);
@@ -209,8 +240,8 @@ export async function prepareScenarios(
         name,
         goal: 1.1,
         goalText: "≤ 1.10× bare",
-        baseline: { label: "bare http-proxy-3", served: bare, path: OPEN_PATH, headers: {} },
-        candidate: { label: "gatehouse", served: gatehouse, path: OPEN_PATH, headers: {} },
+        baseline: { label: "bare http-proxy-3", served: [bare], path: OPEN_PATH, headers: {} },
+        candidate: { label: "gatehouse", served: [gatehouse], path: OPEN_PATH, headers: {} },
       };
     } else if (name === "bearer") {
       reason = tokenProblem(features.bearerToken) ?? features.enforcesBearer;
@@ -219,8 +250,8 @@ export async function prepareScenarios(
         name,
         goal: 1.15,
         goalText: "≤ 1.15× bare",
-        baseline: { label: "bare http-proxy-3", served: bare, path: PROTECTED_PATH, headers },
-        candidate: { label: "gatehouse", served: gatehouse, path: PROTECTED_PATH, headers },
+        baseline: { label: "bare http-proxy-3", served: [bare], path: PROTECTED_PATH, headers },
+        candidate: { label: "gatehouse", served: [gatehouse], path: PROTECTED_PATH, headers },
       };
     } else if (name === "language") {
       reason = features.language;
@@ -230,13 +261,13 @@ export async function prepareScenarios(
         goalText: "≤ 1.05× without",
         baseline: {
           label: "gatehouse, no language",
-          served: gatehouse,
+          served: [twin, gatehouse],
           path: OPEN_PATH,
           headers: {},
         },
         candidate: {
           label: "gatehouse, fr-CA + FR,de",
-          served: gatehouse,
+          served: [gatehouse, twin],
           path: `${OPEN_PATH}?${LANGUAGE_QUERY}`,
           headers: LANGUAGE_HEADERS,
         },
@@ -260,14 +291,11 @@ export async function prepareScenarios(
         name,
         goal: 1.2,
         goalText: "≤ 1.20× bare",
-        baseline: { label: "bare http-proxy-3", served: bare, path, headers },
-        candidate: { label: "gatehouse", served: gatehouse, path, headers },
+        baseline: { label: "bare http-proxy-3", served: [bare], path, headers },
+        candidate: { label: "gatehouse", served: [gatehouse], path, headers },
       };
     }
-    if (reason === undefined) {
-      const answer = await probe(gatehouse, scenario.candidate.path, scenario.candidate.headers);
-      if (answer.status !== 200) reason = describe(scenario.candidate.path, answer);
-    }
+    reason ??= await firstRefusal(scenario);
     if (reason === undefined) ready.push(scenario);
     else skipped.push({ name, reason });
   }

@@ -44,23 +44,30 @@ function isoTime(): string {
 
 /** How long an access-log line may wait in the buffer before it is written. */
 export const LOG_FLUSH_MS = 1000;
-/** Buffered access lines are written once they reach this many characters. */
-export const LOG_BUFFER_CHARS = 16384;
+/** Buffered access lines are written once they fill this many bytes. */
+export const LOG_BUFFER_BYTES = 16384;
+// Room above the threshold for the line that crosses it: a line that surely fits is copied into
+// the buffer; a longer one (a request-target near its 8 KiB limit) is written on its own.
+const LOG_LINE_ROOM = 16384;
+// The most UTF-8 bytes one UTF-16 code unit can take.
+const UTF8_PER_UNIT = 3;
 
 const OPTIONS = { base: { service: "gatehouse" }, timestamp: isoTime } as const;
 
 /**
- * A file descriptor (standard output) as the loggers see it: access lines wait in a buffer and
- * are written 16 KiB at a time, and at least every second (nginx's `access_log ... buffer=
- * flush=`); one write per access line would be the largest cost of a forwarded request after the
- * forwarding itself. Every other line (reloads, warnings, shutdown) is rare and is written at
- * once, after the access lines that wait before it, so the output keeps its order. Writes are
- * synchronous, so a slow reader slows the proxy down instead of growing a buffer without bound,
- * and a flush at exit loses nothing. An output that fails for good (closed, gone) loses lines,
- * never the process.
+ * A file descriptor (standard output) as the loggers see it: access lines are encoded into a
+ * buffer as they come and written 16 KiB at a time, and at least every second (nginx's
+ * `access_log ... buffer= flush=`); one write per access line would be the largest cost of a
+ * forwarded request after the forwarding itself. The buffer lives outside the JavaScript heap, so
+ * the waiting lines are not copied by every young-generation collection, as a string of them was.
+ * Every other line (reloads, warnings, shutdown) is rare and is written at once, after the access
+ * lines that wait before it, so the output keeps its order. Writes are synchronous, so a slow
+ * reader slows the proxy down instead of growing a buffer without bound, and a flush at exit
+ * loses nothing. An output that fails for good (closed, gone) loses lines, never the process.
  */
 export class BufferedLines implements DestinationStream {
-  private pending = "";
+  private readonly bytes = Buffer.allocUnsafeSlow(LOG_BUFFER_BYTES + LOG_LINE_ROOM);
+  private used = 0;
   private readonly timer: NodeJS.Timeout;
 
   constructor(private readonly fd: number) {
@@ -70,22 +77,27 @@ export class BufferedLines implements DestinationStream {
 
   /** Queues an access line. */
   buffer(line: string): void {
-    this.pending += line;
-    if (this.pending.length >= LOG_BUFFER_CHARS) this.flush();
+    if (line.length * UTF8_PER_UNIT > LOG_LINE_ROOM) {
+      this.write(line);
+      return;
+    }
+    this.used += this.bytes.write(line, this.used);
+    if (this.used >= LOG_BUFFER_BYTES) this.flush();
   }
 
   /** Writes `line` at once, after the queued lines. */
   write(line: string): void {
-    this.pending += line;
     this.flush();
+    const bytes = Buffer.from(line);
+    writeFully(this.fd, bytes, bytes.length);
   }
 
   /** Writes the queued lines; pino's `flush(cb)` lands here. */
   flush(done?: (error?: Error) => void): void {
-    if (this.pending !== "") {
-      const text = this.pending;
-      this.pending = "";
-      writeFully(this.fd, text);
+    if (this.used > 0) {
+      const used = this.used;
+      this.used = 0;
+      writeFully(this.fd, this.bytes, used);
     }
     done?.();
   }
@@ -93,12 +105,12 @@ export class BufferedLines implements DestinationStream {
 
 const pause = new Int32Array(new SharedArrayBuffer(4));
 
-function writeFully(fd: number, text: string): void {
-  const bytes = Buffer.from(text);
+// Writes the first `length` bytes of `bytes`.
+function writeFully(fd: number, bytes: Buffer, length: number): void {
   let offset = 0;
-  while (offset < bytes.length) {
+  while (offset < length) {
     try {
-      offset += writeSync(fd, bytes, offset);
+      offset += writeSync(fd, bytes, offset, length - offset);
     } catch (error) {
       // A non-blocking output that is full: wait for the reader, as a blocking write would.
       if ((error as NodeJS.ErrnoException).code !== "EAGAIN") return;

@@ -3,12 +3,12 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout } from "node:timers/promises";
-import t from "tap";
+import t, { type Test } from "tap";
 import {
   BufferedLines,
   createAccessLog,
   createLogger,
-  LOG_BUFFER_CHARS,
+  LOG_BUFFER_BYTES,
   LOG_FLUSH_MS,
 } from "../src/log.js";
 import { memoryLogger } from "./helpers/gatehouse.js";
@@ -63,17 +63,22 @@ t.test("nothing is written above the info level", async (t) => {
   t.equal(logs.length, 0);
 });
 
+/** BufferedLines writing to a new temporary file, removed after the test. */
+async function fileOutput(t: Test): Promise<{ file: string; out: BufferedLines }> {
+  const dir = await mkdtemp(join(tmpdir(), "gatehouse-log-"));
+  const file = join(dir, "out.log");
+  const fd = openSync(file, "w");
+  t.teardown(async () => {
+    closeSync(fd);
+    await rm(dir, { recursive: true, force: true });
+  });
+  return { file, out: new BufferedLines(fd) };
+}
+
 t.test(
   "standard output: access lines wait for 16 KiB or a second; other lines go at once",
   async (t) => {
-    const dir = await mkdtemp(join(tmpdir(), "gatehouse-log-"));
-    const file = join(dir, "out.log");
-    const fd = openSync(file, "w");
-    t.teardown(async () => {
-      closeSync(fd);
-      await rm(dir, { recursive: true, force: true });
-    });
-    const out = new BufferedLines(fd);
+    const { file, out } = await fileOutput(t);
     const log = createLogger("info", out);
     const access = createAccessLog(log);
     const written = () => readFileSync(file, "utf8").split("\n").filter(Boolean);
@@ -93,7 +98,7 @@ t.test(
       access.write(fields);
       lines++;
     }
-    t.ok(statSync(file).size - sizeBefore >= LOG_BUFFER_CHARS, "a full buffer goes at once");
+    t.ok(statSync(file).size - sizeBefore >= LOG_BUFFER_BYTES, "a full buffer goes at once");
     t.ok(lines > 1, "after many lines");
 
     access.write(fields);
@@ -103,6 +108,17 @@ t.test(
     access.write(fields);
     await new Promise<void>((done) => log.flush(() => done()));
     t.equal(written().length, count + 2, "flush writes what waits");
+  },
+);
+
+t.test(
+  "multi-byte characters and a line too long for the buffer keep their bytes and order",
+  async (t) => {
+    const { file, out } = await fileOutput(t);
+    const lines = ["first é 😀\n", `${"€".repeat(LOG_BUFFER_BYTES)}\n`, "last ✓\n"];
+    for (const line of lines) out.buffer(line);
+    out.flush();
+    t.equal(readFileSync(file, "utf8"), lines.join(""));
   },
 );
 

@@ -92,8 +92,8 @@ export function freePort(): Promise<number> {
 }
 
 /**
- * Starts gatehouse, called `name`, through its real command line with `configPath` (which must listen on
- * 127.0.0.1:`port`); stdout, the access log included, goes to /dev/null. Resolves once
+ * Starts gatehouse, called `name`, through its real command line with `configPath` (which must
+ * listen on 127.0.0.1:`port`); stdout, the access log included, goes to /dev/null. Resolves once
  * /healthz answers 200.
  */
 export async function startGatehouse(

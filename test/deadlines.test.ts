@@ -8,14 +8,17 @@ interface Item extends Timed {
   readonly name: string;
 }
 
+function item(name: string, inMs: number): Item {
+  return { name, deadline: performance.now() + inMs, slot: -1 };
+}
+
 t.test("each item whose deadline passes is expired once; removed ones never", async (t) => {
   const expired: string[] = [];
   const deadlines = createDeadlines<Item>((item) => expired.push(item.name));
-  const now = performance.now();
-  const early = { name: "early", deadline: now + 20 };
-  const late = { name: "late", deadline: now + 120 };
-  const removed = { name: "removed", deadline: now + 20 };
-  for (const item of [late, early, removed]) deadlines.add(item);
+  const early = item("early", 20);
+  const late = item("late", 120);
+  const removed = item("removed", 20);
+  for (const each of [late, early, removed]) deadlines.add(each);
   deadlines.remove(removed);
   await sleep(70);
   t.strictSame(expired, ["early"], "the earliest first, the later one still pending");
@@ -26,21 +29,59 @@ t.test("each item whose deadline passes is expired once; removed ones never", as
 t.test("a deadline moved later is honoured", async (t) => {
   const expired: Item[] = [];
   const deadlines = createDeadlines<Item>((item) => expired.push(item));
-  const item = { name: "upload", deadline: performance.now() + 30 };
-  deadlines.add(item);
+  const upload = item("upload", 30);
+  deadlines.add(upload);
   await sleep(15);
-  item.deadline = performance.now() + 80;
+  upload.deadline = performance.now() + 80;
   await sleep(40);
   t.equal(expired.length, 0, "not expired at its first deadline");
   await sleep(100);
-  t.strictSame(expired, [item], "expired at the moved one");
+  t.strictSame(expired, [upload], "expired at the moved one");
 });
 
 t.test("an item added with an earlier deadline re-arms the timer", async (t) => {
   const expired: string[] = [];
   const deadlines = createDeadlines<Item>((item) => expired.push(item.name));
-  deadlines.add({ name: "slow", deadline: performance.now() + 10_000 });
-  deadlines.add({ name: "fast", deadline: performance.now() + 20 });
+  deadlines.add(item("slow", 10_000));
+  deadlines.add(item("fast", 20));
   await sleep(80);
   t.strictSame(expired, ["fast"]);
+});
+
+t.test("removals from the middle leave every other item pending, each expired once", async (t) => {
+  const expired: string[] = [];
+  const deadlines = createDeadlines<Item>((each) => expired.push(each.name));
+  const items = Array.from({ length: 40 }, (_, i) => item(`item ${i}`, 20 + (i % 3)));
+  for (const each of items) deadlines.add(each);
+  const kept = items.filter((_, i) => i % 3 !== 1);
+  for (const each of items) if (!kept.includes(each)) deadlines.remove(each);
+  deadlines.remove(items[1] as Item);
+  await sleep(80);
+  t.strictSame([...expired].sort(), kept.map((each) => each.name).sort(), "each kept item, once");
+  t.ok(
+    items.every((each) => each.slot === -1),
+    "no item is pending afterwards",
+  );
+});
+
+t.test("expiring an item may remove or add others; no item expires twice", async (t) => {
+  const expired: string[] = [];
+  const first = item("first", 20);
+  const second = item("second", 20);
+  const later = item("later", 60);
+  const deadlines = createDeadlines<Item>((each) => {
+    expired.push(each.name);
+    deadlines.remove(each === first ? second : first);
+    if (each.name !== "later") deadlines.add(later);
+  });
+  deadlines.add(first);
+  deadlines.add(second);
+  deadlines.add(first);
+  await sleep(120);
+  t.equal(expired.filter((name) => name !== "later").length, 2, "both due items expired once");
+  t.strictSame(
+    expired.filter((name) => name === "later"),
+    ["later"],
+    "the added one expired once, later",
+  );
 });

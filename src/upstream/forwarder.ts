@@ -28,6 +28,7 @@ interface Exchange {
   readonly timeoutMs: number;
   /** performance.now() by which the upstream's response headers must arrive. */
   deadline: number;
+  slot: number;
   proxyReq: ClientRequest | undefined;
   timedOut: boolean;
   readonly sentAt: number;
@@ -151,6 +152,7 @@ export function createForwarder(upstream: UpstreamSettings, services: Services):
         ctx,
         timeoutMs,
         deadline: sentAt + timeoutMs,
+        slot: -1,
         proxyReq: undefined,
         timedOut: false,
         sentAt,

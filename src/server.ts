@@ -16,6 +16,7 @@ import { createConfigStore, type ConfigStore, type ReloadResult } from "./config
 import { restoreCounters, saveCounters } from "./limits/state-file.js";
 import { createMemoryStore } from "./limits/store.js";
 import { createEphemeralKeys } from "./tokens/keys.js";
+import { createPlainSecrets } from "./tokens/secrets.js";
 import { createRequestIds } from "./http/request-ids.js";
 import { createAccessLog, createLogger, type AccessLog } from "./log.js";
 import { createMetrics, type Metrics } from "./metrics.js";
@@ -68,7 +69,8 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
   const env = options.env ?? process.env;
   // Generated once: a reload must not invalidate the tokens signed with a generated key.
   const ephemeralKeys = createEphemeralKeys();
-  const first = await loadSnapshot(options.configPath, { env, ephemeralKeys });
+  const plainSecrets = createPlainSecrets();
+  const first = await loadSnapshot(options.configPath, { env, ephemeralKeys, plainSecrets });
   const log = options.log ?? createLogger(first.file.logging.level);
   const metrics = createMetrics();
   let draining = false;
@@ -116,6 +118,7 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
     path: options.configPath,
     env,
     ephemeralKeys,
+    plainSecrets,
     log,
     metrics,
     initial: prepare(first),

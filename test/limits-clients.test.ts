@@ -160,3 +160,19 @@ t.test("a reload keeps the counters of the plans and overrides it leaves alone",
   t.strictSame(left(await get(g, beta)), [200, "2", "97"], "standard changed: override kept");
   t.strictSame(left(await get(g, alpha)), [200, "1", "97"], "3 of a new 4 were counted");
 });
+
+t.test("a reload derives no secret_env secret again; the tokens it issued stay good", async (t) => {
+  const g = await startTestGatehouse(config(), { env });
+  t.teardown(() => g.close());
+  const before = g.gatehouse.config().tokens.clients.secrets.get("alpha");
+  const alpha = await token(g, "alpha");
+  await g.writeConfig(config(1, 5));
+  t.equal(await g.gatehouse.reload("test"), "success");
+  t.equal(
+    g.gatehouse.config().tokens.clients.secrets.get("alpha"),
+    before,
+    "the record derived at start, not a new derivation",
+  );
+  t.equal((await get(g, alpha)).status, 200, "a token issued before the reload still passes");
+  t.ok(await token(g, "alpha"), "and the secret still authenticates");
+});

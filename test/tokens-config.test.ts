@@ -6,6 +6,7 @@ import t from "tap";
 import { checkConfigFixtures } from "./helpers/config-fixtures.js";
 import { loadSnapshot } from "../src/config/snapshot.js";
 import { createEphemeralKeys } from "../src/tokens/keys.js";
+import { createPlainSecrets, verifySecret } from "../src/tokens/secrets.js";
 
 const DIR = "test/fixtures/tokens";
 const ENV = { GATEHOUSE_TEST_SHORT: "only-31-bytes-of-hs256-secret!!" };
@@ -56,3 +57,26 @@ t.test(
     t.ok(first.tokens.clients.secrets.has("reporting-app"), "the secret_env client is known");
   },
 );
+
+t.test("a secret_env secret is derived once per process, however often it loads", async (t) => {
+  const plainSecrets = createPlainSecrets();
+  const file = `${DIR}/client-secret-env-unset.yaml`;
+  const secret = "a-long-client-secret-from-the-env";
+  const env = { REPORTING_APP_SECRET: secret };
+  const first = await loadSnapshot(file, { env, plainSecrets });
+  const second = await loadSnapshot(file, { env, plainSecrets });
+  const record = first.tokens.clients.secrets.get("reporting-app");
+  if (record === undefined) throw new Error("the secret_env client is missing");
+  t.equal(second.tokens.clients.secrets.get("reporting-app"), record, "the same record");
+  t.ok(await verifySecret(secret, record), "which the secret matches");
+  t.notOk(await verifySecret(`${secret}!`, record), "and another secret does not");
+  const other = await loadSnapshot(file, { env });
+  t.not(other.tokens.clients.secrets.get("reporting-app"), record, "another process derives anew");
+  const changed = await loadSnapshot(file, {
+    env: { REPORTING_APP_SECRET: "another-secret" },
+    plainSecrets,
+  });
+  const changedRecord = changed.tokens.clients.secrets.get("reporting-app");
+  t.not(changedRecord, record, "a different secret gets its own record");
+  t.ok(changedRecord && (await verifySecret("another-secret", changedRecord)), "which it matches");
+});

@@ -18,6 +18,7 @@ import { compileRoutes, type RouteTable } from "../routes/table.js";
 import { compileLimits, type LimitsSettings } from "../limits/plans.js";
 import { compileLanguages, type LanguageSettings } from "../language/table.js";
 import { createEphemeralKeys, type EphemeralKeys, type KeyRing } from "../tokens/keys.js";
+import { createPlainSecrets, type PlainSecrets } from "../tokens/secrets.js";
 import { compileTokens, type TokenSettings } from "./tokens.js";
 
 /** A listening address. */
@@ -71,6 +72,8 @@ export interface BuildOptions {
   readonly env: NodeJS.ProcessEnv;
   /** Keys for configurations without one; made once per process so reloads keep tokens valid. */
   readonly ephemeralKeys?: EphemeralKeys;
+  /** Derived `secret_env` secrets; made once per process so reloads do not derive them again. */
+  readonly plainSecrets?: PlainSecrets;
 }
 
 /** Reads, validates and builds the snapshot for `path`; throws ConfigError listing every problem. */
@@ -98,6 +101,7 @@ export async function buildSnapshot(
     baseDir,
     env: options.env,
     ephemeralKeys: options.ephemeralKeys ?? createEphemeralKeys(),
+    plainSecrets: options.plainSecrets ?? createPlainSecrets(),
     problems,
   });
   const snapshot: Snapshot = {

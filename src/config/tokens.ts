@@ -23,7 +23,7 @@ import {
   DEFAULT_SCRYPT,
   dummyRecord,
   parseSecretHash,
-  recordFromSecret,
+  type PlainSecrets,
   type SecretRecord,
 } from "../tokens/secrets.js";
 
@@ -56,6 +56,7 @@ export interface TokenBuildContext {
   readonly baseDir: string;
   readonly env: NodeJS.ProcessEnv;
   readonly ephemeralKeys: EphemeralKeys;
+  readonly plainSecrets: PlainSecrets;
   readonly problems: BuildProblem[];
 }
 
@@ -160,7 +161,7 @@ async function clientRegistry(
         });
         return undefined;
       }
-      return [client.id, await recordFromSecret(secret)];
+      return [client.id, await context.plainSecrets.record(secret)];
     }),
   );
   const secrets = new Map(entries.filter((entry) => entry !== undefined));

@@ -78,12 +78,38 @@ export function parseSecretHash(text: string): SecretRecord | string {
 }
 
 /** A record for a secret held in plain text (from `secret_env`), so it is checked like the others. */
-export async function recordFromSecret(
+async function recordFromSecret(
   secret: string,
   params: ScryptParams = DEFAULT_SCRYPT,
 ): Promise<SecretRecord> {
   const salt = randomBytes(SALT_BYTES);
   return { params, salt, key: await derive(secret, salt, params) };
+}
+
+/** Records for secrets held in plain text, each derived once per process. */
+export interface PlainSecrets {
+  record(secret: string): Promise<SecretRecord>;
+}
+
+/**
+ * Derives each distinct plain-text secret once per process. Every change in the config file's
+ * folder reloads the config, and each reload would otherwise pay a full scrypt derivation (16 MiB
+ * and tens of milliseconds) for every `secret_env` client. The secrets come from the environment,
+ * which does not change while the process runs, so what is kept is bounded by it.
+ */
+export function createPlainSecrets(): PlainSecrets {
+  const derived = new Map<string, Promise<SecretRecord>>();
+  return {
+    record(secret) {
+      let record = derived.get(secret);
+      if (record === undefined) {
+        record = recordFromSecret(secret);
+        derived.set(secret, record);
+        record.catch(() => derived.delete(secret));
+      }
+      return record;
+    },
+  };
 }
 
 /** A record no secret matches, checked for unknown client ids so they cost a real comparison. */

@@ -35,6 +35,8 @@ function yaml(clients: readonly TestClient[], extra = ""): Promise<string> {
   ttl: 15m
   clock_tolerance: 30s
   signing: { algorithm: EdDSA, key_file: ./signing.pem }
+  # Every B row fails from 127.0.0.1; the failure limit (D10) has its own test.
+  failure_limit: { limit: 1000, window: 1m }
 ${section}plans:
   default:
     rate_limit: { limit: 1000, window: 1m }

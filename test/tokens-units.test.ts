@@ -123,7 +123,7 @@ async function settings(): Promise<TokenSettings> {
     clockToleranceSeconds: 5,
     keys: keyRing(await generateKeyPairFor("EdDSA"), []),
     clients: { secrets: new Map(), dummy: dummyRecord() },
-    failureLimit: { limit: 3, windowMs: 60_000 },
+    failureLimit: { limit: 3, windowMs: 60_000, window: "1m" },
     ephemeralKey: true,
   };
 }
@@ -154,7 +154,11 @@ t.test("the verified-token cache: until exp plus the tolerance, bounded, oldest 
 t.test(
   "the failure limiter: peek counts nothing, attempts count, successes are refunded",
   async (t) => {
-    const limiter = createFailureLimiter(createMemoryStore(), { limit: 2, windowMs: 60_000 });
+    const limiter = createFailureLimiter(createMemoryStore(), {
+      limit: 2,
+      windowMs: 60_000,
+      window: "1m",
+    });
     const keys = { ip: "192.0.2.1", clientId: " App " };
     t.equal(failureKeyForClient(keys.clientId), "app");
     t.ok((await limiter.peek(keys.ip)).allowed);
@@ -167,5 +171,10 @@ t.test(
     t.notOk(refused.allowed, "the client id is over the limit from another IP");
     t.ok(refused.retryAfterSeconds >= 1 && refused.retryAfterSeconds <= 60);
     t.ok((await limiter.attempt({ ip: "192.0.2.3", clientId: undefined })).allowed, "IP only");
+    await limiter.failed("192.0.2.4");
+    t.ok((await limiter.peek("192.0.2.4")).allowed, "one refused bearer token: under the limit");
+    await limiter.failed("192.0.2.4");
+    t.notOk((await limiter.peek("192.0.2.4")).allowed, "two: at the limit, the IP is refused");
+    t.ok((await limiter.attempt({ ip: "192.0.2.5", clientId: "app2" })).allowed, "not by id");
   },
 );

@@ -46,9 +46,17 @@ export interface TokenSettings {
   readonly keys: KeyRing;
   readonly clients: ClientRegistry;
   /** Failed client authentications allowed per window, per client IP and per client id. */
-  readonly failureLimit: { readonly limit: number; readonly windowMs: number };
+  readonly failureLimit: FailureRule;
   /** True when no key is configured and the process's generated key signs. */
   readonly ephemeralKey: boolean;
+}
+
+/** `tokens.failure_limit`: failed authentications allowed per window. */
+export interface FailureRule {
+  readonly limit: number;
+  readonly windowMs: number;
+  /** The window as written in the file (`1m`), named in 429 bodies. */
+  readonly window: string;
 }
 
 /** What compiling the token settings may use. */
@@ -193,6 +201,7 @@ export async function compileTokens(
     failureLimit: {
       limit: tokens.failure_limit.limit,
       windowMs: durationMs(tokens.failure_limit.window),
+      window: tokens.failure_limit.window,
     },
     ephemeralKey: configured === undefined,
   };

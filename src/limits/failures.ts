@@ -1,9 +1,12 @@
 /**
  * Counts failed client authentications at the token endpoint, per client IP and per client id
- * (RFC 6749 §2.3.1: the server MUST protect against brute force). Counters come from the limiter
- * store, so they survive reloads and follow the store to Redis when one is configured.
+ * (RFC 6749 §2.3.1: the server MUST protect against brute force), and refused bearer tokens per
+ * client IP (OWASP API4:2023: a flood of forged tokens would otherwise cost a signature check
+ * each). Counters come from the limiter store, so they survive reloads and follow the store to
+ * Redis when one is configured.
  */
 import type { RateLimiterAbstract } from "rate-limiter-flexible";
+import type { FailureRule } from "../config/tokens.js";
 import type { LimiterStore } from "./store.js";
 
 /** A failure-limit decision: go on, or refuse until `retryAfterSeconds` have passed. */
@@ -30,6 +33,8 @@ export interface FailureLimiter {
   attempt(keys: AttemptKeys): Promise<FailureDecision>;
   /** Takes back the attempt of a client that authenticated: successes are not counted. */
   succeeded(keys: AttemptKeys): Promise<void>;
+  /** Counts a refused bearer token against its IP; the next `peek` tells whether it is over. */
+  failed(ip: string): Promise<void>;
 }
 
 const ALLOWED: FailureDecision = Object.freeze({ allowed: true, retryAfterSeconds: 0 });
@@ -44,10 +49,7 @@ function refused(msBeforeNext: number): FailureDecision {
 }
 
 /** Creates the limiter: `limit` failures per `windowMs`, counted per IP and per client id. */
-export function createFailureLimiter(
-  store: LimiterStore,
-  rule: { readonly limit: number; readonly windowMs: number },
-): FailureLimiter {
+export function createFailureLimiter(store: LimiterStore, rule: FailureRule): FailureLimiter {
   const byIp = store.limiter({
     name: "auth-failures:ip",
     points: rule.limit,
@@ -80,6 +82,9 @@ export function createFailureLimiter(
     },
     async succeeded(keys) {
       await Promise.all(targets(keys).map(([limiter, key]) => limiter.reward(key)));
+    },
+    async failed(ip) {
+      await byIp.penalty(ip);
     },
   };
 }

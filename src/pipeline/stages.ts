@@ -30,6 +30,8 @@ export interface PipelineDeps {
 /** Builds the ordered stages for one config snapshot. */
 export function buildStages(config: Snapshot, deps: PipelineDeps): readonly Stage[] {
   const { services } = deps;
+  // One count per IP for both ways of failing to authenticate: client secrets and bearer tokens.
+  const failures = createFailureLimiter(deps.limiterStore, config.tokens.failureLimit);
   return Object.freeze([
     // First, so that every answer (a 400 too) carries X-Request-Id.
     createRequestIdStage(services.newId),
@@ -40,16 +42,11 @@ export function buildStages(config: Snapshot, deps: PipelineDeps): readonly Stag
     // gatehouse's own paths: answered here, never forwarded, never counted.
     createHealthStage(config.health, services.lifecycle),
     // The token endpoint and the JWKS: gatehouse's own paths too, before the allowlist.
-    createTokenEndpointStage(
-      config.tokens,
-      config.trustedProxies,
-      createFailureLimiter(deps.limiterStore, config.tokens.failureLimit),
-      services,
-    ),
+    createTokenEndpointStage(config.tokens, config.trustedProxies, failures, services),
     // The allowlist: 404 and 405 never reach the limiter.
     createRouteStage(config.routes),
     // SPEC §6: 401 and 400 for the bearer token come after 404/405 and before anything counts.
-    createAuthenticateStage(config.tokens, services),
+    createAuthenticateStage(config.tokens, config.trustedProxies, failures, services),
     // SPEC §6: after the route (only forwarded requests) and before the limits, so a refused
     // translation parameter (400) is never counted.
     createLanguageStage(config.languages),

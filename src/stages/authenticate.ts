@@ -1,8 +1,11 @@
-import type { TokenSettings } from "../config/tokens.js";
+import type { BlockList } from "node:net";
+import type { FailureRule, TokenSettings } from "../config/tokens.js";
+import { clientAddress } from "../http/client-ip.js";
+import { fieldLines } from "../http/field-lines.js";
+import type { FailureDecision, FailureLimiter } from "../limits/failures.js";
 import { errorReply, type Reply, type RequestContext, type Stage } from "../pipeline/context.js";
 import type { Services } from "../pipeline/services.js";
 import { createTokenVerifier, TokenRejected } from "../tokens/verify.js";
-import { fieldLines } from "../http/field-lines.js";
 
 /** Longest bearer token read; a longer one is refused before any parsing (SPEC §4.2). */
 export const MAX_BEARER_TOKEN_LENGTH = 4096;
@@ -38,6 +41,23 @@ const INVALID = invalidToken("the bearer token is not valid");
 const EXPIRED = invalidToken("the bearer token has expired");
 const CLIENT_GONE = invalidToken("the bearer token's client is no longer configured");
 
+// Beyond `tokens.failure_limit`, an IP's new tokens are refused unverified, as the limits refuse
+// (SPEC §4.4): the limit and window named, Retry-After until the window ends.
+function tooManyRefused(decision: FailureDecision, rule: FailureRule): Reply {
+  const retryAfter = decision.retryAfterSeconds;
+  return {
+    status: 429,
+    headers: { "retry-after": String(retryAfter), "cache-control": "no-store" },
+    body: {
+      error: "rate_limited",
+      message: `more than ${rule.limit} refused bearer tokens from this address per ${rule.window}; retry after ${retryAfter} s`,
+      retry_after: retryAfter,
+      limit: rule.limit,
+      window: rule.window,
+    },
+  };
+}
+
 // RFC 6750 §2.3 and §5.3: a token in the URI leaks into logs and the upstream; it is refused,
 // whether or not the header carries one too.
 function queryHasAccessToken(query: string | null): boolean {
@@ -69,9 +89,16 @@ function bearerToken(ctx: RequestContext): string | Reply {
 
 /**
  * Requires a valid access token on `auth: bearer` routes (SPEC §4.2) and records its client in
- * `ctx.clientId`. A token verified before answers from the cache, without a signature check.
+ * `ctx.clientId`. A token verified before answers from the cache, without a signature check. A
+ * token that fails verification counts against its client IP in `failures` (BAD_INPUTS D10);
+ * beyond the limit, the IP's tokens that are not in the cache are refused without a check.
  */
-export function createAuthenticateStage(settings: TokenSettings, services: Services): Stage {
+export function createAuthenticateStage(
+  settings: TokenSettings,
+  trusted: BlockList | null,
+  failures: FailureLimiter,
+  services: Services,
+): Stage {
   const { metrics, now } = services;
   const verifier = createTokenVerifier(settings);
   const clients = settings.clients.secrets;
@@ -88,6 +115,25 @@ export function createAuthenticateStage(settings: TokenSettings, services: Servi
     return undefined;
   };
 
+  async function verifyNew(ctx: RequestContext, token: string, nowMs: number) {
+    const ip = clientAddress(ctx.req, trusted);
+    const early = await failures.peek(ip);
+    if (!early.allowed) {
+      return refuse("bearer_rate_limited", tooManyRefused(early, settings.failureLimit));
+    }
+    let clientId: string;
+    try {
+      clientId = await verifier.verify(token, nowMs);
+    } catch (error) {
+      if (!(error instanceof TokenRejected)) throw error;
+      await failures.failed(ip);
+      return error.reason === "expired"
+        ? refuse("bearer_expired", EXPIRED)
+        : refuse("bearer_invalid", INVALID);
+    }
+    return accept(ctx, clientId);
+  }
+
   return function authenticate(ctx) {
     if (ctx.route?.auth !== "bearer") return undefined;
     const token = bearerToken(ctx);
@@ -102,14 +148,6 @@ export function createAuthenticateStage(settings: TokenSettings, services: Servi
     }
     if (queryHasAccessToken(ctx.query)) return refuse("bearer_malformed", TOKEN_IN_QUERY);
     if (known !== undefined) return accept(ctx, known);
-    return verifier.verify(token, nowMs).then(
-      (clientId) => accept(ctx, clientId),
-      (error: unknown) => {
-        if (!(error instanceof TokenRejected)) throw error;
-        return error.reason === "expired"
-          ? refuse("bearer_expired", EXPIRED)
-          : refuse("bearer_invalid", INVALID);
-      },
-    );
+    return verifyNew(ctx, token, nowMs);
   };
 }

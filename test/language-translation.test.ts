@@ -1,3 +1,4 @@
+import fc from "fast-check";
 import t from "tap";
 import { compileLanguages } from "../src/language/table.js";
 import { canonicaliseTranslation } from "../src/language/translation.js";
@@ -64,6 +65,15 @@ const canonical: Array<[string, string | null, string]> = [
     "translation_languages=xx&translation_language=fr",
     "a longer name is another parameter",
   ],
+  ["a=1&translation_language&b=2", "a=1&b=2", "a bare key between others removed"],
+  ["&translation_language=", "", "an empty pair before the removed one kept"],
+  [
+    "x=translation_language&translation_language=DE",
+    "x=translation_language&translation_language=de",
+    "the name inside another value is not the parameter",
+  ],
+  ["q=a+b&translation_language=FR", "q=a+b&translation_language=fr", "a + elsewhere kept"],
+  ["translation_language=fr+,de", "translation_language=fr,de", "a + in the value is a space"],
 ];
 
 t.test("canonical forms (forward_as: comma)", async (t) => {
@@ -210,4 +220,48 @@ t.test("another parameter name", async (t) => {
     query: "translation_language=xx&lang.t=fr",
     codes: ["fr"],
   });
+});
+
+// The usual query (the parameter once, nothing percent-encoded) is rewritten in place; any
+// percent-encoded pair sends a query through the general path, which splits it into pairs. A
+// pair that decodes to nothing of interest appended to a query must change nothing else.
+t.test("the in-place rewrite and the general path agree", async (t) => {
+  const piece = fc.constantFrom(
+    "translation_language",
+    "translation_languages",
+    "translation_language[]",
+    "=",
+    "&",
+    ",",
+    " ",
+    "+",
+    "fr",
+    "DE",
+    "de-AT",
+    "xx",
+    "en_GB",
+    "a=1",
+    "x",
+    "1",
+  );
+  const query = fc.array(piece, { maxLength: 12 }).map((pieces) => pieces.join(""));
+  const marker = "%7A=1";
+  for (const table of [comma, rules({ forward_as: "repeat", on_unsupported: "drop", max: 2 })]) {
+    fc.assert(
+      fc.property(query, (q) => {
+        const plain = canonicaliseTranslation(q, table);
+        const general = canonicaliseTranslation(`${q}&${marker}`, table);
+        if (plain.kind !== "canonical" || general.kind !== "canonical") {
+          return JSON.stringify(plain) === JSON.stringify(general);
+        }
+        const expected = plain.query === null ? marker : `${plain.query}&${marker}`;
+        return (
+          general.query === expected &&
+          JSON.stringify(general.codes) === JSON.stringify(plain.codes)
+        );
+      }),
+      { numRuns: 2000 },
+    );
+  }
+  t.pass("2000 queries for each of two rule sets");
 });

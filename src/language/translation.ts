@@ -14,6 +14,8 @@ export type TranslationDecision =
 const ABSENT: TranslationDecision = Object.freeze({ kind: "absent" });
 
 const ESCAPE = /%([0-9A-Fa-f]{2})/g;
+const AMPERSAND = 0x26;
+const EQUALS = 0x3d;
 const NAMED_LENGTH = 35;
 
 /**
@@ -24,9 +26,50 @@ export function canonicaliseTranslation(
   query: string | null,
   rules: TranslationRules,
 ): TranslationDecision {
-  const { parameter, table } = rules;
+  const { parameter } = rules;
   // Fast path: the name can only be present written out or percent-encoded.
   if (query === null || (!query.includes(parameter) && !query.includes("%"))) return ABSENT;
+  return canonicaliseSingle(query, rules) ?? canonicaliseAll(query, rules);
+}
+
+/**
+ * The common case without splitting the query: nothing percent-encoded, the parameter once,
+ * under its own name, and no `+` in its value. Undefined when the query is not that case.
+ */
+function canonicaliseSingle(
+  query: string,
+  rules: TranslationRules,
+): TranslationDecision | undefined {
+  const { parameter } = rules;
+  // A `+` elsewhere cannot spell the name: it decodes to a space.
+  if (query.includes("%")) return undefined;
+  const at = query.indexOf(parameter);
+  if (at < 0 || (at > 0 && query.charCodeAt(at - 1) !== AMPERSAND)) return undefined;
+  const after = at + parameter.length;
+  const next = query.charCodeAt(after);
+  if (after < query.length && next !== EQUALS && next !== AMPERSAND) return undefined;
+  if (query.includes(parameter, after)) return undefined;
+  let end = query.indexOf("&", after);
+  if (end < 0) end = query.length;
+  const value = next === EQUALS ? query.slice(after + 1, end) : "";
+  if (value.includes("+")) return undefined;
+  const codes: string[] = [];
+  const problem = collectCodes(value, rules, codes);
+  if (problem !== undefined) return problem;
+  if (codes.length > 0) {
+    const pair = canonicalPair(codes, rules);
+    return { kind: "canonical", query: query.slice(0, at) + pair + query.slice(end), codes };
+  }
+  // No code left: the pair goes, with the separator on one side of it.
+  const rest =
+    at > 0
+      ? query.slice(0, at - 1) + query.slice(end)
+      : query.slice(Math.min(end + 1, query.length));
+  return { kind: "canonical", query: at === 0 && end === query.length ? null : rest, codes };
+}
+
+function canonicaliseAll(query: string, rules: TranslationRules): TranslationDecision {
+  const { parameter } = rules;
   const kept: string[] = [];
   const codes: string[] = [];
   let at = -1;
@@ -50,37 +93,58 @@ export function canonicaliseTranslation(
     }
     const value = decodeValue(equals < 0 ? "" : part.slice(equals + 1));
     if (value === undefined) return refused(`${parameter} has a malformed percent-encoding`);
-    for (let start = 0; start <= value.length;) {
-      let end = value.indexOf(",", start);
-      if (end < 0) end = value.length;
-      const next = end + 1;
-      // Only spaces and tabs are trimmed: a CR, LF or NUL leaves the code malformed (C23).
-      while (start < end && isOws(value.charCodeAt(start))) start++;
-      while (end > start && isOws(value.charCodeAt(end - 1))) end--;
-      if (start < end) {
-        if (!isLanguageRange(value, start, end)) {
-          return refused(`${parameter}: ${named(value, start, end)} is not a language code`);
-        }
-        const found = lookupRange(value, start, end, table);
-        if (found >= 0) {
-          const tag = table.supported[found] as string;
-          if (!codes.includes(tag)) codes.push(tag);
-        } else if (!rules.dropUnsupported) {
-          return refused(
-            `${parameter}: ${named(value, start, end)} is not a supported language ` +
-              `(supported: ${table.supported.join(", ")})`,
-          );
-        }
-      }
-      start = next;
-    }
+    const problem = collectCodes(value, rules, codes);
+    if (problem !== undefined) return problem;
   }
   if (at < 0) return ABSENT;
-  if (codes.length > rules.max) codes.length = rules.max;
   if (codes.length === 0) kept.splice(at, 1);
-  else if (rules.forwardAs === "comma") kept[at] = `${parameter}=${codes.join(",")}`;
-  else kept[at] = codes.map((code) => `${parameter}=${code}`).join("&");
+  else kept[at] = canonicalPair(codes, rules);
   return { kind: "canonical", query: kept.length === 0 ? null : kept.join("&"), codes };
+}
+
+/**
+ * Adds the supported codes of one decoded value to `codes`, each once; the refusal when a member
+ * is not a language code, or is unsupported and unsupported codes are refused.
+ */
+function collectCodes(
+  value: string,
+  rules: TranslationRules,
+  codes: string[],
+): TranslationDecision | undefined {
+  const { parameter, table } = rules;
+  for (let start = 0; start <= value.length;) {
+    let end = value.indexOf(",", start);
+    if (end < 0) end = value.length;
+    const next = end + 1;
+    // Only spaces and tabs are trimmed: a CR, LF or NUL leaves the code malformed (C23).
+    while (start < end && isOws(value.charCodeAt(start))) start++;
+    while (end > start && isOws(value.charCodeAt(end - 1))) end--;
+    if (start < end) {
+      if (!isLanguageRange(value, start, end)) {
+        return refused(`${parameter}: ${named(value, start, end)} is not a language code`);
+      }
+      const found = lookupRange(value, start, end, table);
+      if (found >= 0) {
+        const tag = table.supported[found] as string;
+        if (!codes.includes(tag)) codes.push(tag);
+      } else if (!rules.dropUnsupported) {
+        return refused(
+          `${parameter}: ${named(value, start, end)} is not a supported language ` +
+            `(supported: ${table.supported.join(", ")})`,
+        );
+      }
+    }
+    start = next;
+  }
+  return undefined;
+}
+
+// The one pair that stands for every occurrence, the codes capped at `max`.
+function canonicalPair(codes: string[], rules: TranslationRules): string {
+  const { parameter } = rules;
+  if (codes.length > rules.max) codes.length = rules.max;
+  if (rules.forwardAs === "comma") return `${parameter}=${codes.join(",")}`;
+  return codes.map((code) => `${parameter}=${code}`).join("&");
 }
 
 function refused(message: string): TranslationDecision {

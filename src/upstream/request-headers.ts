@@ -22,7 +22,10 @@ export function createUpstreamHeaders(
 ): (ctx: RequestContext) => void {
   // What is never copied from the client: hop-by-hop fields, the identity header gatehouse owns,
   // the bearer token unless it is to be passed on; and from an untrusted peer, forwarding claims.
-  const own = [...REQUEST_HOP_BY_HOP, upstream.identityHeader];
+  // The request id and the language are always gatehouse's own (the language stage runs on every
+  // forwarded request), so they are added after the client's fields rather than overwritten in
+  // place: every request then has its own fields in one order, whatever the client sent.
+  const own = [...REQUEST_HOP_BY_HOP, upstream.identityHeader, "x-request-id", "accept-language"];
   if (!upstream.forwardAuthorization) own.push("authorization");
   const fromProxy = new Set(own);
   // The upstream's own authority, as nginx's proxy_pass sends it; the client's goes in

@@ -5,6 +5,7 @@ import { createFailureLimiter, failureKeyForClient } from "../src/limits/failure
 import { createMemoryStore } from "../src/limits/store.js";
 import { issueToken } from "../src/tokens/issue.js";
 import { generateKeyPairFor, keyRing } from "../src/tokens/keys.js";
+import { memoized } from "../src/tokens/memo.js";
 import {
   parseBasicCredentials,
   parseTokenBody,
@@ -178,3 +179,20 @@ t.test(
     t.ok((await limiter.attempt({ ip: "192.0.2.5", clientId: "app2" })).allowed, "not by id");
   },
 );
+
+t.test("memoized: one call per key, and a failed one is tried again", async (t) => {
+  const calls: string[] = [];
+  let fail = true;
+  const make = memoized(async (key: string) => {
+    calls.push(key);
+    if (key === "flaky" && fail) throw new Error("not this time");
+    return `${key}!`;
+  });
+  t.equal(await make("a"), "a!");
+  t.equal(await make("a"), "a!");
+  t.equal(make("b"), make("b"), "one promise, shared");
+  await t.rejects(make("flaky"), /not this time/);
+  fail = false;
+  t.equal(await make("flaky"), "flaky!", "the next call makes it again");
+  t.strictSame(calls, ["a", "b", "flaky", "flaky"]);
+});

@@ -14,6 +14,7 @@ import {
   type CryptoKey,
   type JWK,
 } from "jose";
+import { memoized } from "./memo.js";
 
 /** The algorithms a deployment may sign with; verification is pinned to the one configured. */
 export type SigningAlgorithm = "EdDSA" | "ES256" | "HS256";
@@ -126,17 +127,7 @@ export async function generateKeyPem(alg: "EdDSA" | "ES256"): Promise<string> {
 
 /** Creates the per-process store of generated keys: one per algorithm, made on first use. */
 export function createEphemeralKeys(): EphemeralKeys {
-  const made = new Map<SigningAlgorithm, Promise<KeyPair>>();
-  return {
-    get(alg) {
-      let pair = made.get(alg);
-      if (pair === undefined) {
-        pair = generateKeyPairFor(alg);
-        made.set(alg, pair);
-      }
-      return pair;
-    },
-  };
+  return { get: memoized(generateKeyPairFor) };
 }
 
 /** Puts the current pair and the previous keys together; the current key wins a `kid` clash. */

@@ -7,6 +7,7 @@
  * random, so the KDF guards a leaked file rather than weak passwords.
  */
 import { randomBytes, scrypt, timingSafeEqual } from "node:crypto";
+import { memoized } from "./memo.js";
 
 /** scrypt's cost parameters; `ln` is log2 of N. */
 export interface ScryptParams {
@@ -98,18 +99,7 @@ export interface PlainSecrets {
  * which does not change while the process runs, so what is kept is bounded by it.
  */
 export function createPlainSecrets(): PlainSecrets {
-  const derived = new Map<string, Promise<SecretRecord>>();
-  return {
-    record(secret) {
-      let record = derived.get(secret);
-      if (record === undefined) {
-        record = recordFromSecret(secret);
-        derived.set(secret, record);
-        record.catch(() => derived.delete(secret));
-      }
-      return record;
-    },
-  };
+  return { record: memoized((secret: string) => recordFromSecret(secret)) };
 }
 
 /** A record no secret matches, checked for unknown client ids so they cost a real comparison. */

@@ -45,7 +45,10 @@ export interface TokenSettings {
   readonly clockToleranceSeconds: number;
   readonly keys: KeyRing;
   readonly clients: ClientRegistry;
-  /** Failed client authentications allowed per window, per client IP and per client id. */
+  /**
+   * Failed client authentications allowed per window, per client IP and per client id; refused
+   * bearer tokens count per client IP.
+   */
   readonly failureLimit: FailureRule;
   /** True when no key is configured and the process's generated key signs. */
   readonly ephemeralKey: boolean;

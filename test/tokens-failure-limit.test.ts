@@ -128,8 +128,8 @@ t.test("a reload keeps the failure counters", async (t) => {
   t.equal((await attempt(ip, OTHER)).status, 429, "still over the limit after the reload");
 });
 
-const get = (ip: string, token: string) =>
-  send(`${g.url}/v1/items`, {
+const get = (ip: string, token: string, url = g.url) =>
+  send(`${url}/v1/items`, {
     headers: { "x-forwarded-for": ip, authorization: `Bearer ${token}` },
   });
 
@@ -197,4 +197,19 @@ t.test("malformed and missing tokens are answered cheaply and not counted", asyn
   }
   const token = await obtainToken(g.url, READER);
   t.equal((await get(ip, forged(token))).status, 401, "the first verified failure is still a 401");
+});
+
+t.test("expired tokens are refused but not counted: their client is renewing", async (t) => {
+  let now = Date.now();
+  const clocked = await startTestGatehouse(await config(), { now: () => now });
+  t.teardown(() => clocked.close());
+  const ip = "203.0.113.30";
+  const old = await obtainToken(clocked.url, READER);
+  now += 24 * 60 * 60 * 1000;
+  for (let i = 1; i <= 5; i++) {
+    const expired = await get(ip, old, clocked.url);
+    t.equal(expired.status, 401, `expired token ${i}: 401`);
+  }
+  const renewed = await obtainToken(clocked.url, READER);
+  t.equal((await get(ip, renewed, clocked.url)).status, 200, "the renewed token passes at once");
 });

@@ -90,8 +90,9 @@ function bearerToken(ctx: RequestContext): string | Reply {
 /**
  * Requires a valid access token on `auth: bearer` routes (SPEC §4.2) and records its client in
  * `ctx.clientId`. A token verified before answers from the cache, without a signature check. A
- * token that fails verification counts against its client IP in `failures` (BAD_INPUTS D10);
- * beyond the limit, the IP's tokens that are not in the cache are refused without a check.
+ * token that fails verification, other than by expiring, counts against its client IP in
+ * `failures` (BAD_INPUTS D10); beyond the limit, the IP's tokens that are not in the cache are
+ * refused without a check.
  */
 export function createAuthenticateStage(
   settings: TokenSettings,
@@ -126,10 +127,10 @@ export function createAuthenticateStage(
       clientId = await verifier.verify(token, nowMs);
     } catch (error) {
       if (!(error instanceof TokenRejected)) throw error;
+      // An expired token was signed by us: its client is renewing, not forging.
+      if (error.reason === "expired") return refuse("bearer_expired", EXPIRED);
       await failures.failed(ip);
-      return error.reason === "expired"
-        ? refuse("bearer_expired", EXPIRED)
-        : refuse("bearer_invalid", INVALID);
+      return refuse("bearer_invalid", INVALID);
     }
     return accept(ctx, clientId);
   }

@@ -31,15 +31,23 @@ export function renderDecision(
     decision.refusal === "rate_limited"
       ? `the rate limit of ${decision.limit} per ${decision.window} is used up; retry after ${retryAfter} s`
       : `the quota of ${decision.limit} per ${decision.window} is used up; it renews in ${retryAfter} s`;
+  return tooManyRequests(decision.refusal, message, retryAfter, decision.limit, decision.window);
+}
+
+/**
+ * A 429 on a proxied route (SPEC §4.4): the JSON body names the limit and its window, and
+ * Retry-After (whole seconds) says when to come back.
+ */
+export function tooManyRequests(
+  error: string,
+  message: string,
+  retryAfter: number,
+  limit: number,
+  window: string,
+): Reply {
   return {
     status: 429,
     headers: { "retry-after": String(retryAfter), "cache-control": "no-store" },
-    body: {
-      error: decision.refusal,
-      message,
-      retry_after: retryAfter,
-      limit: decision.limit,
-      window: decision.window,
-    },
+    body: { error, message, retry_after: retryAfter, limit, window },
   };
 }

@@ -3,6 +3,7 @@ import type { FailureRule, TokenSettings } from "../config/tokens.js";
 import { clientAddress } from "../http/client-ip.js";
 import { fieldLines } from "../http/field-lines.js";
 import type { FailureDecision, FailureLimiter } from "../limits/failures.js";
+import { tooManyRequests } from "../limits/headers.js";
 import { errorReply, type Reply, type RequestContext, type Stage } from "../pipeline/context.js";
 import type { Services } from "../pipeline/services.js";
 import { createTokenVerifier, TokenRejected } from "../tokens/verify.js";
@@ -41,21 +42,16 @@ const INVALID = invalidToken("the bearer token is not valid");
 const EXPIRED = invalidToken("the bearer token has expired");
 const CLIENT_GONE = invalidToken("the bearer token's client is no longer configured");
 
-// Beyond `tokens.failure_limit`, an IP's new tokens are refused unverified, as the limits refuse
-// (SPEC §4.4): the limit and window named, Retry-After until the window ends.
+// Beyond `tokens.failure_limit`, an IP's new tokens are refused unverified, as the limits refuse.
 function tooManyRefused(decision: FailureDecision, rule: FailureRule): Reply {
   const retryAfter = decision.retryAfterSeconds;
-  return {
-    status: 429,
-    headers: { "retry-after": String(retryAfter), "cache-control": "no-store" },
-    body: {
-      error: "rate_limited",
-      message: `more than ${rule.limit} refused bearer tokens from this address per ${rule.window}; retry after ${retryAfter} s`,
-      retry_after: retryAfter,
-      limit: rule.limit,
-      window: rule.window,
-    },
-  };
+  return tooManyRequests(
+    "rate_limited",
+    `more than ${rule.limit} refused bearer tokens from this address per ${rule.window}; retry after ${retryAfter} s`,
+    retryAfter,
+    rule.limit,
+    rule.window,
+  );
 }
 
 // RFC 6750 §2.3 and §5.3: a token in the URI leaks into logs and the upstream; it is refused,

@@ -28,7 +28,7 @@ export interface Deadlines<T extends Timed> {
   remove(item: T): void;
 }
 
-/** Creates the set; `expire` receives each item whose deadline has passed, once. */
+/** Creates the deadlines; `expire` receives each item whose deadline has passed, once. */
 export function createDeadlines<T extends Timed>(expire: (item: T) => void): Deadlines<T> {
   const pending: T[] = [];
   let timer: NodeJS.Timeout | undefined;

@@ -303,6 +303,43 @@ t.test("a response with Content-Length keeps it", async (t) => {
   t.equal(sha256(res.body), expected);
 });
 
+t.test(
+  "a client that stops reading stops the upstream's body; nothing piles up in between",
+  async (t) => {
+    const total = 64 * MiB;
+    const chunk = Buffer.alloc(64 * 1024, 0x61);
+    let written = 0;
+    upstream.handler = (_req, res) => {
+      res.writeHead(200, { "content-length": String(total) });
+      const more = (): void => {
+        while (written < total) {
+          written += chunk.length;
+          if (!res.write(chunk)) return void res.once("drain", more);
+        }
+        res.end();
+      };
+      more();
+    };
+    t.teardown(() => void (upstream.handler = defaultHandler));
+    const response = await new Promise<IncomingMessage>((resolve, reject) => {
+      httpRequest(`${gh.url}/v1/reports/download`, resolve).on("error", reject).end();
+    });
+    response.pause();
+    // Wait until the upstream can write no more: every buffer on the way is full.
+    let seen = -1;
+    while (seen !== written) {
+      seen = written;
+      await new Promise((done) => setTimeout(done, 200));
+    }
+    t.ok(written < total / 2, `the upstream was held back after ${written} bytes`);
+    let received = 0;
+    response.on("data", (data: Buffer) => (received += data.length));
+    response.resume();
+    await new Promise((done) => response.once("end", done));
+    t.equal(received, total, "once read, every byte arrives");
+  },
+);
+
 // A streaming upstream of its own: it reports each request as soon as its headers arrive, so a
 // test can hold the conversation in lockstep.
 interface LiveExchange {

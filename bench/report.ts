@@ -1,6 +1,6 @@
 /** Turns measured runs into medians, a console table and bench/RESULTS.md. */
 import type { LoadResult } from "./load.js";
-import type { Scenario, Skipped } from "./scenarios.js";
+import { turns, type Scenario, type Skipped } from "./scenarios.js";
 
 /** One measured run of one target. */
 export interface Run extends LoadResult {
@@ -54,13 +54,24 @@ export function median(values: readonly number[]): number {
 }
 
 /**
- * The candidate's CPU per request over the baseline's: the median of the per-round ratios, so
- * each ratio compares two runs made next to each other under the same machine conditions.
+ * The candidate's CPU per request over the baseline's. Each round's ratio compares two runs made
+ * next to each other under the same machine conditions. Where the targets swap processes round
+ * by round (`language`), a process's own speed pushes the ratio up in one turn and down in the
+ * other by the same factor: the rounds of each whole swap are combined by their geometric mean,
+ * which cancels it, and the median of those is the ratio.
  */
 export function cpuRatio(runs: ScenarioRuns): number {
-  return median(
-    runs.candidate.map((run, i) => run.cpuUsPerRequest / (runs.baseline[i] as Run).cpuUsPerRequest),
-  );
+  const size = turns(runs.scenario);
+  const swaps: number[] = [];
+  for (let start = 0; start + size <= runs.candidate.length; start += size) {
+    let logSum = 0;
+    for (let round = start; round < start + size; round++) {
+      const candidate = (runs.candidate[round] as Run).cpuUsPerRequest;
+      logSum += Math.log(candidate / (runs.baseline[round] as Run).cpuUsPerRequest);
+    }
+    swaps.push(Math.exp(logSum / size));
+  }
+  return median(swaps);
 }
 
 function faults(runs: readonly Run[]): number {
@@ -208,7 +219,9 @@ export function resultsMarkdown(
     "  receives two kinds of request (`language`), each kind goes to its own gatehouse process and",
     "  the two processes swap kinds every round.",
     "- ratio: the candidate's CPU µs/req over the baseline's (the row above it), round by round,",
-    "  then the median; `goal` bounds it. A missed goal is reported, not an error.",
+    "  then the median; `goal` bounds it. Where the processes swap kinds, the two rounds of each",
+    "  swap are first combined by their geometric mean, so that one process being faster than",
+    "  the other cancels out. A missed goal is reported, not an error.",
     "",
   ].join("\n");
 }

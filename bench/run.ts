@@ -28,6 +28,7 @@ import {
   newSigningKey,
   prepareScenarios,
   servedIn,
+  turns,
   SCENARIO_NAMES,
   type Scenario,
   type Target,
@@ -142,11 +143,6 @@ function pair(scenario: Scenario, round: number): Array<{ target: Target; served
   }));
 }
 
-// How many rounds it takes for every process to have served each of its targets.
-function turns(scenario: Scenario): number {
-  return Math.max(scenario.baseline.served.length, scenario.candidate.served.length);
-}
-
 /**
  * Loads every target of every scenario, each process in each of its turns, before anything is
  * measured: the JIT compiles for the whole mix of requests, as it would in service, and no
@@ -188,12 +184,14 @@ async function runScenario(scenario: Scenario, settings: Settings): Promise<Scen
   say(`alone: ${describeRun(scenario.candidate, alone.candidate)}`);
   const runs: ScenarioRuns = { scenario, alone, baseline: [], candidate: [] };
   const paired = { ...load, rate: settings.rate };
-  for (let round = 0; round < settings.rounds; round++) {
+  // Whole swaps only: every process serves each of its targets equally often.
+  const rounds = Math.ceil(settings.rounds / turns(scenario)) * turns(scenario);
+  for (let round = 0; round < rounds; round++) {
     const [baseline, candidate] = await measureTogether(pair(scenario, round), paired);
     runs.baseline.push(baseline as Run);
     runs.candidate.push(candidate as Run);
     say(
-      `round ${round + 1}/${settings.rounds}: ` +
+      `round ${round + 1}/${rounds}: ` +
         `${describeRun(scenario.baseline, baseline as Run)}; ${describeRun(scenario.candidate, candidate as Run)}`,
     );
   }

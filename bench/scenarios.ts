@@ -20,6 +20,11 @@ export function servedIn(target: Target, round: number): Served {
   return target.served[round % target.served.length] as Served;
 }
 
+/** How many rounds it takes for every process to have served each of the scenario's targets. */
+export function turns(scenario: Scenario): number {
+  return Math.max(scenario.baseline.served.length, scenario.candidate.served.length);
+}
+
 /** Two targets measured side by side; the goal bounds candidate CPU/request ÷ baseline's. */
 export interface Scenario {
   readonly name: string;

@@ -17,6 +17,7 @@ import { restoreCounters, saveCounters } from "./limits/state-file.js";
 import { createMemoryStore } from "./limits/store.js";
 import { createEphemeralKeys } from "./tokens/keys.js";
 import { createPlainSecrets } from "./tokens/secrets.js";
+import { createClientErrorHandler } from "./http/client-errors.js";
 import { createRequestIds } from "./http/request-ids.js";
 import { createAccessLog, createLogger, type AccessLog } from "./log.js";
 import { createMetrics, type Metrics } from "./metrics.js";
@@ -36,6 +37,23 @@ interface Runtime {
   readonly forwarder: Forwarder;
 }
 
+/** Deadlines for slow clients (BAD_INPUTS E32, E33), in milliseconds. */
+export interface ClientTimeouts {
+  /** The whole header section must arrive within this; 408 after (default 15 s). */
+  readonly headersMs?: number;
+  /** A token request's body must arrive within this once it is wanted; 408 after (default 10 s). */
+  readonly tokenBodyMs?: number;
+}
+
+/** The header deadline: RFC 9110 §15.5.9, 10–20 s rather than Node's 60 s (CVE-2018-12122). */
+const HEADERS_TIMEOUT_MS = 15_000;
+/**
+ * The token request body's deadline (BAD_INPUTS E33): shorter than nginx's client_body_timeout
+ * (60 s) since the body is at most 8 KiB, and far below Node's 300 s requestTimeout, which a
+ * client trickling bytes could otherwise hold the connection for.
+ */
+const TOKEN_BODY_TIMEOUT_MS = 10_000;
+
 /** How to start gatehouse; everything but the config path has a default. */
 export interface StartOptions {
   readonly configPath: string;
@@ -49,6 +67,8 @@ export interface StartOptions {
   readonly adminListen?: { readonly host: string; readonly port: number };
   /** Watch the config file for changes (default true). */
   readonly watch?: boolean;
+  /** Overrides the slow-client deadlines (tests use short ones). */
+  readonly clientTimeouts?: ClientTimeouts;
 }
 
 /** A running gatehouse. */
@@ -86,6 +106,7 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
     now: options.now ?? Date.now,
     newId: options.newId ?? createRequestIds(),
     lifecycle,
+    tokenBodyMs: options.clientTimeouts?.tokenBodyMs ?? TOKEN_BODY_TIMEOUT_MS,
   };
 
   // One store per process, outliving reloads: a plan that a reload leaves alone keeps its counters.
@@ -163,8 +184,19 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
     runPipeline(runtime.stages, ctx, services);
   };
 
-  const server = createHttpServer({ headersTimeout: 15_000, keepAliveTimeout: 5_000 });
+  const headersTimeout = options.clientTimeouts?.headersMs ?? HEADERS_TIMEOUT_MS;
+  const server = createHttpServer({
+    headersTimeout,
+    // Node looks for expired deadlines only this often (30 s by default, so a 15 s deadline could
+    // hold a connection for 45 s); a fifth of the deadline keeps the overshoot within 20 %.
+    connectionsCheckingInterval: Math.ceil(headersTimeout / 5),
+    keepAliveTimeout: 5_000,
+    // The framing stage answers a missing Host itself, with a JSON body (SPEC §5).
+    requireHostHeader: false,
+  });
   server.on("request", handle);
+  // Node's own parser errors, header overflow and timeouts get JSON bodies too (SPEC §5).
+  server.on("clientError", createClientErrorHandler(services.now));
   // With this listener Node does not answer `100 Continue` by itself: a request refused before
   // its body is needed never invites the body (RFC 9110 §10.1.1).
   server.on("checkContinue", handle);

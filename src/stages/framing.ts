@@ -38,9 +38,14 @@ export function createFramingStage(): Stage {
         `at most ${MAX_HEADER_FIELDS} header fields are accepted`,
       );
     }
-    // RFC 9112 §3.2: a request with more than one Host field line, or an invalid one, gets 400.
+    // RFC 9112 §3.2: an HTTP/1.1 request without Host, or with more than one Host field line, or
+    // an invalid one, gets 400 (Node's own check is off so that this answer has a JSON body).
     const host = req.headers.host;
-    if (fieldLines(raw, "host") > 1 || (host !== undefined && !VALID_HOST.test(host))) {
+    if (
+      host === undefined
+        ? req.httpVersionMinor !== 0
+        : fieldLines(raw, "host") > 1 || !VALID_HOST.test(host)
+    ) {
       return BAD_HOST;
     }
     // RFC 9112 §6.1: Transfer-Encoding in an HTTP/1.0 message means the framing is faulty.

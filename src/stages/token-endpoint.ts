@@ -124,17 +124,19 @@ function chooseCredentials(
   return { id: fields.clientId, secret: fields.clientSecret };
 }
 
-type Body = Buffer | "too_large" | "aborted";
+type Body = Buffer | "too_large" | "timeout" | "aborted";
 
-function readBody(req: IncomingMessage, limit: number): Promise<Body> {
+/** Reads the body up to `limit` bytes, giving up after `timeoutMs` (one timer per read). */
+function readBody(req: IncomingMessage, limit: number, timeoutMs: number): Promise<Body> {
   return new Promise((resolve) => {
     const chunks: Buffer[] = [];
     let size = 0;
     const finish = (result: Body): void => {
+      clearTimeout(timer);
       req.off("data", onData);
       req.off("end", onEnd);
       req.off("error", onAbort);
-      req.off("aborted", onAbort);
+      req.off("close", onAbort);
       resolve(result);
     };
     const onData = (chunk: Buffer): void => {
@@ -144,10 +146,12 @@ function readBody(req: IncomingMessage, limit: number): Promise<Body> {
     };
     const onEnd = (): void => finish(Buffer.concat(chunks, size));
     const onAbort = (): void => finish("aborted");
+    const timer = setTimeout(finish, timeoutMs, "timeout");
     req.on("data", onData);
     req.on("end", onEnd);
     req.on("error", onAbort);
-    req.on("aborted", onAbort);
+    // A close before the end means the client went away mid-body.
+    req.on("close", onAbort);
   });
 }
 
@@ -174,6 +178,14 @@ export function createTokenEndpointStage(
   services: Services,
 ): Stage {
   const { metrics } = services;
+  const bodyTimeoutMs = services.tokenBodyMs;
+  // RFC 9110 §15.5.9: 408 closes the connection; the rest of a trickled body is never read.
+  const bodyTimeout = oauthError(
+    408,
+    "request_timeout",
+    `the token request body was not received within ${bodyTimeoutMs / 1000} seconds`,
+    { connection: "close" },
+  );
   const jwks: Reply = {
     status: 200,
     headers: { "content-type": "application/json", "cache-control": "public, max-age=300" },
@@ -208,12 +220,13 @@ export function createTokenEndpointStage(
     if (basic === "malformed") return fail("malformed_credentials", INVALID_CLIENT);
     // Only now is the body wanted (RFC 9110 §10.1.1): a refused request never got 100 Continue.
     if (req.headers.expect !== undefined) ctx.res.writeContinue();
-    const body = await readBody(req, MAX_TOKEN_BODY_BYTES);
+    const body = await readBody(req, MAX_TOKEN_BODY_BYTES, bodyTimeoutMs);
     if (body === "aborted") {
       ctx.res.destroy();
       return HANDLED;
     }
     if (body === "too_large") return TOO_LARGE;
+    if (body === "timeout") return bodyTimeout;
     const fields = parseTokenBody(body, bodyType(req.headers["content-type"]));
     // RFC 6749 §4.4.2, SPEC §4.1: absent is taken as client_credentials; no case folding.
     if (fields.grantType !== undefined && fields.grantType !== "client_credentials") {

@@ -1,9 +1,10 @@
 /**
- * BAD_INPUTS A23, D9 and D10 through real sockets: failed client authentications are limited per
- * client IP and per case-folded client id; beyond the limit every attempt, a correct one too, gets
- * 429. Bearer tokens that fail verification count against their client IP too; beyond the limit,
- * the IP's tokens that were never verified get 429 before any signature check. gatehouse trusts
- * 127.0.0.1 here, so X-Forwarded-For gives each request the client IP wanted.
+ * BAD_INPUTS A23, D7, D9 and D10 through real sockets: failed client authentications are limited
+ * per client IP (an IPv6 client by its /64) and per case-folded client id; beyond the limit every
+ * attempt, a correct one too, gets 429. Bearer tokens that fail verification count against their
+ * client IP too; beyond the limit, the IP's tokens that were never verified get 429 before any
+ * signature check. gatehouse trusts 127.0.0.1 here, so X-Forwarded-For gives each request the
+ * client IP wanted.
  */
 import t from "tap";
 import { json, send } from "./helpers/client.js";
@@ -140,6 +141,29 @@ function forged(token: string): string {
   const swapped = token[at] === "A" ? "B" : "A";
   return `${token.slice(0, at)}${swapped}${token.slice(at + 1)}`;
 }
+
+t.test("per IPv6 /64: rotating addresses inside the prefix does not escape (D7)", async (t) => {
+  // Unknown ids, so only the address buckets count; OTHER's id bucket stays under the limit.
+  const failures: Array<[string, string]> = [
+    ["2001:db8:7:1::1", "nobody-v6-1"],
+    ["2001:db8:7:1::2", "nobody-v6-2"],
+    ["2001:db8:7:1::1", "nobody-v6-3"],
+  ];
+  for (const [ip, id] of failures) {
+    t.equal((await attempt(ip, { id, secret: "guess" })).status, 401, `${ip} ${id}: 401`);
+  }
+  const refused = await attempt("2001:db8:7:1:abcd:ef01:2345:6789", OTHER);
+  t.equal(refused.status, 429, "a third address of the /64, with a correct secret: 429");
+  t.equal(refused.json.error, "rate_limited");
+  const token = await obtainToken(g.url, READER);
+  t.equal(
+    (await get("2001:db8:7:1::99", token)).status,
+    429,
+    "the bearer check shares the /64's bucket",
+  );
+  t.equal((await attempt("2001:db8:7:2::1", OTHER)).status, 200, "the next /64 is another client");
+  t.equal((await get("2001:db8:7:2::1", token)).status, 200, "and its tokens verify");
+});
 
 t.test("after 3 refused tokens, an IP's unverified tokens get 429 unchecked", async (t) => {
   const ip = "203.0.113.10";

@@ -1,4 +1,7 @@
-/** Counter keys for anonymous callers: one per IPv4 address, one per IPv6 /64. */
+/**
+ * Counter keys for client addresses, used by the anonymous plan and the failure limit: one per
+ * IPv4 address, one per IPv6 /64.
+ */
 import { isIPv4, isIPv6 } from "node:net";
 
 // Expands an IPv6 address (zone removed) into its eight 16-bit groups.

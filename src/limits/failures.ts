@@ -2,11 +2,13 @@
  * Counts failed client authentications at the token endpoint, per client IP and per client id
  * (RFC 6749 §2.3.1: the server MUST protect against brute force), and refused bearer tokens per
  * client IP (OWASP API4:2023: a flood of forged tokens would otherwise cost a signature check
- * each). Counters come from the limiter store, so they survive reloads and follow the store to
- * Redis when one is configured.
+ * each). An IP is counted by its `addressKey`, as the anonymous plan counts it: an IPv6 client
+ * rotating addresses inside its /64 stays in one bucket (BAD_INPUTS A23, D7). Counters come from
+ * the limiter store, so they survive reloads and follow the store to Redis when one is configured.
  */
 import type { RateLimiterAbstract } from "rate-limiter-flexible";
 import type { FailureRule } from "../config/tokens.js";
+import { addressKey } from "./client-key.js";
 import type { LimiterStore } from "./store.js";
 
 /** A failure-limit decision: go on, or refuse until `retryAfterSeconds` have passed. */
@@ -60,17 +62,16 @@ export function createFailureLimiter(store: LimiterStore, rule: FailureRule): Fa
     points: rule.limit,
     durationMs: rule.windowMs,
   });
-  const targets = (keys: AttemptKeys): Array<[RateLimiterAbstract, string]> =>
-    keys.clientId === undefined
-      ? [[byIp, keys.ip]]
-      : [
-          [byIp, keys.ip],
-          [byClient, failureKeyForClient(keys.clientId)],
-        ];
+  const targets = (keys: AttemptKeys): Array<[RateLimiterAbstract, string]> => {
+    const ip: [RateLimiterAbstract, string] = [byIp, addressKey(keys.ip)];
+    return keys.clientId === undefined
+      ? [ip]
+      : [ip, [byClient, failureKeyForClient(keys.clientId)]];
+  };
 
   return {
     async peek(ip) {
-      const res = await byIp.get(ip);
+      const res = await byIp.get(addressKey(ip));
       return res !== null && res.consumedPoints >= rule.limit ? refused(res.msBeforeNext) : ALLOWED;
     },
     async attempt(keys) {
@@ -84,7 +85,7 @@ export function createFailureLimiter(store: LimiterStore, rule: FailureRule): Fa
       await Promise.all(targets(keys).map(([limiter, key]) => limiter.reward(key)));
     },
     async failed(ip) {
-      await byIp.penalty(ip);
+      await byIp.penalty(addressKey(ip));
     },
   };
 }

@@ -4,6 +4,7 @@
  * the configured key, so every claim and header can be wrong on purpose.
  */
 import { createPrivateKey, createPublicKey, randomUUID, sign, type KeyObject } from "node:crypto";
+import { setTimeout as delay } from "node:timers/promises";
 import t from "tap";
 import { calculateJwkThumbprint, exportJWK, importPKCS8, SignJWT, type JWK } from "jose";
 import { generateKeyPem } from "../src/tokens/keys.js";
@@ -221,6 +222,56 @@ t.test(
     t.equal(unrelated.status, 200, "a parameter that only contains the name is left alone");
   },
 );
+
+t.test(
+  "B6 on auth: none routes: the query is forwarded byte for byte, access_token included",
+  async (t) => {
+    // gatehouse reads no token on an open route, so it has nothing to refuse or strip there.
+    const query = `access_token=${valid()}&a=%2f+b;c&access_token=`;
+    const response = await get(g, {}, `/v1/open?${query}`);
+    t.equal(response.status, 200);
+    const seen = upstream.received.at(-1);
+    t.equal(seen?.url, `/v1/open?${query}`, "the query as sent");
+    t.notOk(seen && "x-client-id" in seen.headers, "no client identified");
+  },
+);
+
+t.test("no log line holds a bearer token, valid, refused or from the query", async (t) => {
+  const token = valid();
+  const refused = compact(HEADER, claims({ iss: "someone-else" }));
+  const inQuery = valid();
+  const requests: Array<[string, Record<string, string>, string, number]> = [
+    ["valid", { authorization: `Bearer ${token}` }, "/v1/items", 200],
+    ["refused", { authorization: `Bearer ${refused}` }, "/v1/items", 401],
+    ["query only", {}, `/v1/items?access_token=${inQuery}`, 401],
+    [
+      "query and header",
+      { authorization: `Bearer ${token}` },
+      `/v1/items?access_token=${inQuery}`,
+      400,
+    ],
+    ["query on an open route", {}, `/v1/open?access_token=${inQuery}`, 200],
+  ];
+  const ids: string[] = [];
+  for (const [label, headers, path, status] of requests) {
+    const response = await get(g, headers, path);
+    t.equal(response.status, status, label);
+    ids.push(String(response.headers["x-request-id"]));
+  }
+  // Access lines are written once each response has closed, which may follow the client's read.
+  const written = () => ids.every((id) => g.logs.some((line) => line.requestId === id));
+  for (let i = 0; i < 100 && !written(); i++) await delay(20);
+  t.ok(written(), "every request's access line was captured");
+  const text = JSON.stringify(g.logs);
+  for (const [label, value] of [
+    ["valid", token],
+    ["refused", refused],
+    ["from the query", inQuery],
+  ] as const) {
+    t.notOk(text.includes(value), `${label}: not logged`);
+    t.notOk(text.includes(value.split(".")[2] as string), `${label}: its signature not logged`);
+  }
+});
 
 t.test(
   "B7/B8/B9: alg none, another algorithm, and key confusion are 401 invalid_token",

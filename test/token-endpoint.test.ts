@@ -44,6 +44,8 @@ const good = (extra: ReadonlyArray<[string, string]> = []): string =>
 
 // RFC 6749 §5.1: token responses and their errors are never cached.
 const NO_STORE = { "cache-control": "no-store", pragma: "no-cache" };
+// RFC 6749 §5.2: an error is a JSON body, and it is not cached either.
+const JSON_NO_STORE = { "content-type": /^application\/json/, ...NO_STORE };
 
 t.test(
   "A21: a token response carries the RFC 9068 JWT twice, Bearer, expires_in, no-store",
@@ -124,6 +126,16 @@ t.test(
       t.equal(answer.json.error, "invalid_request");
       t.match(answer.headers, NO_STORE, "no-store");
     }
+    // The empty header above is still a header line; this request has none at all.
+    const untyped = good();
+    const absent = await rawRequest(
+      g.port,
+      `POST /oauth/token HTTP/1.1\r\nHost: x\r\nContent-Length: ${Buffer.byteLength(untyped)}\r\n` +
+        `Connection: close\r\n\r\n${untyped}`,
+    );
+    t.equal(absent.status, 400, "no Content-Type line");
+    t.match(absent.headers, JSON_NO_STORE, "no Content-Type line: JSON, no-store");
+    t.match(JSON.parse(absent.body), { error: "invalid_request" });
     for (const body of [
       "[1,2]",
       "{not json",
@@ -194,6 +206,7 @@ t.test("A6: a repeated parameter, an alias included, is invalid_request", async 
   ]) {
     const answer = await postToken(g.url, { body });
     t.equal(answer.status, 400, body.replace(APP.secret, "***"));
+    t.match(answer.headers, JSON_NO_STORE, "JSON, no-store");
     t.equal(answer.json.error, "invalid_request");
   }
 });
@@ -270,12 +283,15 @@ t.test("A13: Basic and a body secret at once is invalid_request", async (t) => {
     ]),
   });
   t.equal(both.status, 400);
+  t.match(both.headers, JSON_NO_STORE, "JSON, no-store");
   t.equal(both.json.error, "invalid_request");
   const otherId = await postToken(g.url, {
     headers: { authorization: basic(APP.id, APP.secret) },
     body: form([["client_id", ODD.id]]),
   });
   t.equal(otherId.status, 400, "a body client_id naming another client");
+  t.match(otherId.headers, JSON_NO_STORE, "another client: JSON, no-store");
+  t.equal(otherId.json.error, "invalid_request");
   const sameId = await postToken(g.url, {
     headers: { authorization: basic(APP.id, APP.secret) },
     body: form([["client_id", APP.id]]),
@@ -292,7 +308,8 @@ t.test("A14: credentials in the query string are invalid_request and never logge
   ]) {
     const response = await postTokenAt(`/oauth/token?${query}`, good());
     t.equal(response.status, 400, query);
-    t.match(response.body, /"error":"invalid_request"/);
+    t.match(response.headers, JSON_NO_STORE, `${query}: JSON, no-store`);
+    t.match(JSON.parse(response.body), { error: "invalid_request" });
   }
   t.notOk(JSON.stringify(g.logs).includes(secret), "no log line holds the secret");
 });
@@ -366,6 +383,7 @@ t.test(
     ]) {
       const answer = await postToken(g.url, { body });
       t.equal(answer.status, 400, String(body).slice(-24));
+      t.match(answer.headers, JSON_NO_STORE, "JSON, no-store");
       t.equal(answer.json.error, "invalid_request");
     }
   },
@@ -405,6 +423,8 @@ t.test("A22: error descriptions never echo the client's input", async (t) => {
     ]),
   });
   t.equal(answer.status, 400);
+  t.match(answer.headers, JSON_NO_STORE, "JSON, no-store");
+  t.equal(answer.json.error, "unsupported_grant_type");
   t.notOk(answer.body.toString("utf8").includes("evil"), "not in the body");
   const unknown = await postToken(g.url, {
     body: form([
@@ -413,6 +433,8 @@ t.test("A22: error descriptions never echo the client's input", async (t) => {
     ]),
   });
   t.equal(unknown.status, 401);
+  t.match(unknown.headers, JSON_NO_STORE, "401: JSON, no-store");
+  t.equal(unknown.json.error, "invalid_client");
   t.notOk(unknown.body.toString("utf8").includes("evil"));
   t.match(
     unknown.json.error_description,

@@ -58,6 +58,14 @@ t.test(
       await fetch(`http://127.0.0.1:${g.gatehouse.adminAddress.port}/metrics`)
     ).text();
     t.match(metrics, /gatehouse_limit_refusals_total\{refusal="rate_limited",dry_run="true"\} 2/);
+
+    // All 3 were counted only if a limit of 3, the same window, refuses the next request.
+    await g.writeConfig(anonymous(3, "1m", "limits:\n  dry_run: false\n"));
+    t.equal(await g.gatehouse.reload(), "success");
+    const next = await fetch(`${g.url}/open`);
+    t.equal(next.status, 429, "the would-be refusals were counted");
+    t.equal(((await next.json()) as { error: string }).error, "rate_limited");
+    t.equal(next.headers.get("x-ratelimit-limit"), "3", "the reloaded limit");
   },
 );
 

@@ -54,8 +54,11 @@ t.test("an exhausted daily quota answers quota_exceeded until the UTC midnight",
   const refused = await get(g.url);
   t.equal(refused.status, 429);
   t.equal(refused.headers.get("retry-after"), "30", "the seconds to 2026-04-01T00:00:00Z");
+  t.equal(refused.headers.get("x-request-quota-limit"), "3", "the 429 carries the quota headers");
   t.equal(quotaLeft(refused), "0");
   t.equal(refused.headers.get("x-ratelimit-limit"), "100", "the rate headers too");
+  t.equal(refused.headers.get("x-ratelimit-remaining"), "97");
+  t.match(refused.headers.get("x-ratelimit-reset") ?? "", /^\d+$/, "X-RateLimit-Reset present");
   t.match(refused.body, { error: "quota_exceeded", retry_after: 30, limit: 3, window: "day" });
 
   now = Date.UTC(2026, 3, 1, 0, 0, 0);

@@ -12,8 +12,6 @@ export const MAX_MEMBERS = 32;
 export interface WorkMeter {
   /** Members read (empty list elements are not members, RFC 9110 §5.6.1). */
   members: number;
-  /** Characters the scan advanced over; it never moves backwards. */
-  scanned: number;
   /** RFC 4647 lookups made; each tries at most `maxLength` prefixes against the table. */
   lookups: number;
 }
@@ -164,7 +162,6 @@ export function negotiateLanguage(
   }
   if (meter !== undefined) {
     meter.members = members;
-    meter.scanned = i;
     meter.lookups = lookups;
   }
 

@@ -16,6 +16,10 @@ export interface Metrics {
   readonly tokensIssued: Counter<string>;
   readonly authFailures: Counter<"reason">;
   readonly limitRefusals: Counter<"refusal" | "dry_run">;
+  /** 1 while the Redis store answers (absent with the memory store). */
+  readonly limiterStoreUp: Gauge;
+  readonly limiterStoreErrors: Counter<"on_outage">;
+  readonly limiterFallbacks: Counter;
 }
 
 /** Creates the metrics in a new registry. */
@@ -54,6 +58,22 @@ export function createMetrics(): Metrics {
       name: "gatehouse_limit_refusals_total",
       help: "Requests over a limit, by refusal; dry_run=true ones were let through.",
       labelNames: ["refusal", "dry_run"],
+      registers: [registry],
+    }),
+    limiterStoreUp: new Gauge({
+      name: "gatehouse_limiter_store_up",
+      help: "1 while the Redis limiter store answers within limits.redis.timeout, else 0.",
+      registers: [],
+    }),
+    limiterStoreErrors: new Counter({
+      name: "gatehouse_limiter_store_errors_total",
+      help: "Requests whose counting failed (Redis down or slow), by the on_outage that answered.",
+      labelNames: ["on_outage"],
+      registers: [registry],
+    }),
+    limiterFallbacks: new Counter({
+      name: "gatehouse_limiter_fallbacks_total",
+      help: "Limiter calls answered from this process's memory while Redis was unavailable.",
       registers: [registry],
     }),
   };

@@ -14,7 +14,9 @@ import type { Logger } from "pino";
 import { loadSnapshot, type Snapshot } from "./config/snapshot.js";
 import { createConfigStore, type ConfigStore, type ReloadResult } from "./config/store.js";
 import { restoreCounters, saveCounters } from "./limits/state-file.js";
-import { createMemoryStore } from "./limits/store.js";
+import type { StoreSettings } from "./limits/plans.js";
+import { createRedisStore, type RedisLimiterStore } from "./limits/redis-store.js";
+import { createMemoryStore, type LimiterStore } from "./limits/store.js";
 import { createEphemeralKeys } from "./tokens/keys.js";
 import { createPlainSecrets } from "./tokens/secrets.js";
 import { createClientErrorHandler } from "./http/client-errors.js";
@@ -35,6 +37,7 @@ interface Runtime {
   readonly config: Snapshot;
   readonly stages: readonly Stage[];
   readonly forwarder: Forwarder;
+  readonly limiterStore: LimiterStore;
 }
 
 /** Deadlines for slow clients (BAD_INPUTS E32, E33), in milliseconds. */
@@ -98,7 +101,8 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
     get draining() {
       return draining;
     },
-    ready: () => !draining,
+    // SPEC §6: under a Redis outage with `on_outage: closed` the replica takes no traffic.
+    ready: () => !draining && limitsReady(store.current),
   };
   const services: Services = {
     log,
@@ -109,11 +113,23 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
     tokenBodyMs: options.clientTimeouts?.tokenBodyMs ?? TOKEN_BODY_TIMEOUT_MS,
   };
 
-  // One store per process, outliving reloads: a plan that a reload leaves alone keeps its counters.
-  const limiterStore = createMemoryStore();
+  // One memory store per process, and one Redis store per Redis, outliving reloads: a plan that
+  // a reload leaves alone keeps its counters.
+  const memoryStore = createMemoryStore();
   if (first.limits.stateFile !== undefined) {
-    await restoreCounters(limiterStore, first.limits.stateFile, log);
+    await restoreCounters(memoryStore, first.limits.stateFile, log);
   }
+  const redisStores = new Map<string, RedisLimiterStore>();
+  const storeFor = (settings: StoreSettings): LimiterStore => {
+    if (settings.kind === "memory") return memoryStore;
+    const key = redisStoreKey(settings);
+    let redis = redisStores.get(key);
+    if (redis === undefined) {
+      redis = createRedisStore(settings, { log, metrics });
+      redisStores.set(key, redis);
+    }
+    return redis;
+  };
 
   const forwarders = new Map<string, Forwarder>();
   const prepare = (config: Snapshot): Runtime => {
@@ -128,9 +144,11 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
       forwarder = createForwarder(config.upstream, services);
       forwarders.set(key, forwarder);
     }
+    const limiterStore = storeFor(config.limits.store);
     return {
       config,
       forwarder,
+      limiterStore,
       stages: buildStages(config, { services, forwarder, limiterStore }),
     };
   };
@@ -148,6 +166,13 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
       if (previous.forwarder !== next.forwarder) {
         forwarders.delete(previous.forwarder.key);
         previous.forwarder.retire();
+      }
+      if (
+        previous.limiterStore !== next.limiterStore &&
+        previous.config.limits.store.kind === "redis"
+      ) {
+        redisStores.delete(redisStoreKey(previous.config.limits.store));
+        void (previous.limiterStore as RedisLimiterStore).close();
       }
       log.level = next.config.file.logging.level;
     },
@@ -262,7 +287,8 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
       for (const forwarder of forwarders.values()) forwarder.retire();
       // After the drain, so the requests that finished during it are counted in the file.
       const { stateFile } = store.current.config.limits;
-      if (stateFile !== undefined) await saveCounters(limiterStore, stateFile, services.now(), log);
+      if (stateFile !== undefined) await saveCounters(memoryStore, stateFile, services.now(), log);
+      await Promise.all([...redisStores.values()].map((redis) => redis.close()));
       log.info("stopped");
     })();
     return shutdownPromise;
@@ -277,6 +303,19 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
     reload: (trigger = "api") => store.reload(trigger),
     shutdown,
   };
+}
+
+// The Redis settings that make a store: another Redis, prefix, timeout or outage policy is
+// another connection.
+function redisStoreKey(settings: Extract<StoreSettings, { kind: "redis" }>): string {
+  return JSON.stringify([settings.url, settings.keyPrefix, settings.timeoutMs, settings.onOutage]);
+}
+
+function limitsReady(runtime: Runtime): boolean {
+  const settings = runtime.config.limits.store;
+  return (
+    settings.kind === "memory" || settings.onOutage !== "closed" || runtime.limiterStore.healthy()
+  );
 }
 
 function accessLog(ctx: RequestContext, log: AccessLog, metrics: Metrics): void {

@@ -89,13 +89,6 @@ export async function buildSnapshot(
 ): Promise<Snapshot> {
   const { file } = parsed;
   const problems: BuildProblem[] = [];
-  if (file.limits.store === "redis") {
-    // The key is part of the file format already; refuse it rather than count per replica quietly.
-    problems.push({
-      path: ["limits", "store"],
-      message: "redis is not available in this version of gatehouse; use memory",
-    });
-  }
   const baseDir = dirname(resolve(options.source));
   const tokens = await compileTokens(file, {
     baseDir,

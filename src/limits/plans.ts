@@ -34,6 +34,20 @@ export interface Plan {
   readonly quota: QuotaRule | undefined;
 }
 
+/** Where the counters of a Redis store live, and what an outage does. */
+export interface RedisSettings {
+  readonly url: string;
+  /** The URL without its password, for logs. */
+  readonly display: string;
+  readonly keyPrefix: string;
+  readonly timeoutMs: number;
+  readonly onOutage: "local" | "open" | "closed";
+}
+
+/** The counters' store: this process's memory, or a Redis shared by the replicas. */
+export type StoreSettings =
+  { readonly kind: "memory" } | ({ readonly kind: "redis" } & RedisSettings);
+
 /** The compiled `limits` section with the plans. */
 export interface LimitsSettings {
   /** For `auth: none` routes, keyed by client IP; undefined: those routes are not limited. */
@@ -42,6 +56,7 @@ export interface LimitsSettings {
   readonly clients: ReadonlyMap<string, Plan>;
   readonly resetHeader: "seconds" | "unix";
   readonly dryRun: boolean;
+  readonly store: StoreSettings;
   /** Absolute path of the memory store's state file, or undefined. */
   readonly stateFile: string | undefined;
 }
@@ -75,6 +90,21 @@ function quotaRule(owner: string, config: QuotaConfig): QuotaRule {
   };
 }
 
+const MEMORY: StoreSettings = { kind: "memory" };
+
+function redisSettings(redis: FileConfig["limits"]["redis"]): StoreSettings {
+  const display = new URL(redis.url);
+  if (display.password !== "") display.password = "***";
+  return {
+    kind: "redis",
+    url: redis.url,
+    display: display.href,
+    keyPrefix: redis.key_prefix,
+    timeoutMs: durationMs(redis.timeout),
+    onOutage: redis.on_outage,
+  };
+}
+
 /** Compiles plans and client overrides; `baseDir` resolves `state_file`. */
 export function compileLimits(file: FileConfig, baseDir: string): LimitsSettings {
   const plans = new Map<string, Plan>();
@@ -101,6 +131,7 @@ export function compileLimits(file: FileConfig, baseDir: string): LimitsSettings
     clients,
     resetHeader: limits.reset_header,
     dryRun: limits.dry_run,
+    store: limits.store === "memory" ? MEMORY : redisSettings(limits.redis),
     stateFile: limits.state_file === "" ? undefined : resolve(baseDir, limits.state_file),
   };
 }

@@ -18,6 +18,8 @@ export interface WindowRule {
 export interface LimiterStore {
   readonly kind: "memory" | "redis";
   limiter(rule: WindowRule): RateLimiterAbstract;
+  /** Whether the counters can be reached now (memory: always). */
+  healthy(): boolean;
 }
 
 /** One saved counter: RLF's own dump record. */
@@ -56,6 +58,7 @@ export function createMemoryStore(): MemoryLimiterStore {
   };
   return {
     kind: "memory",
+    healthy: () => true,
     limiter(rule) {
       const key = ruleFingerprint(rule);
       let limiter = limiters.get(key);

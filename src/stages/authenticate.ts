@@ -114,8 +114,10 @@ export function createAuthenticateStage(
 
   async function verifyNew(ctx: RequestContext, token: string, nowMs: number) {
     const ip = clientAddress(ctx.req, trusted);
-    const early = await failures.peek(ip);
-    if (!early.allowed) {
+    // The flood guard is best effort: while its store cannot be reached (Redis down with
+    // on_outage open or closed), tokens are verified as usual and the limits stage decides.
+    const early = await failures.peek(ip).catch(() => undefined);
+    if (early !== undefined && !early.allowed) {
       return refuse("bearer_rate_limited", tooManyRefused(early, settings.failureLimit));
     }
     let clientId: string;
@@ -125,7 +127,7 @@ export function createAuthenticateStage(
       if (!(error instanceof TokenRejected)) throw error;
       // An expired token was signed by us: its client is renewing, not forging.
       if (error.reason === "expired") return refuse("bearer_expired", EXPIRED);
-      await failures.failed(ip);
+      await failures.failed(ip).catch(() => undefined);
       return refuse("bearer_invalid", INVALID);
     }
     return accept(ctx, clientId);

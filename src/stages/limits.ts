@@ -6,8 +6,16 @@ import { createEnforcer, type PreparedPlan } from "../limits/enforce.js";
 import { renderDecision } from "../limits/headers.js";
 import type { LimitsSettings } from "../limits/plans.js";
 import type { LimiterStore } from "../limits/store.js";
-import type { Outcome, RequestContext, Stage } from "../pipeline/context.js";
+import { errorReply, type Outcome, type RequestContext, type Stage } from "../pipeline/context.js";
 import type { Services } from "../pipeline/services.js";
+
+// SPEC §6: a Redis outage under `on_outage: closed`; never a 429, which would blame the client.
+const LIMITS_UNAVAILABLE = errorReply(
+  503,
+  "limits_unavailable",
+  "the rate limiter cannot be reached; try again shortly",
+  { "retry-after": "1" },
+);
 
 /**
  * Counts the request against its plan (the client's, or for `auth: none` the anonymous plan keyed
@@ -43,6 +51,20 @@ export function createLimitsStage(
     return reply;
   };
 
+  // Counting failed: Redis is down or slower than `redis.timeout` (with `on_outage: local` the
+  // memory fallback answers instead, and nothing fails). `open` forwards the request uncounted,
+  // without limit headers; `closed` answers 503.
+  const policy = settings.store.kind === "redis" ? settings.store.onOutage : "closed";
+  const unavailable = (ctx: RequestContext): Outcome => {
+    services.metrics.limiterStoreErrors.inc({ on_outage: policy });
+    if (policy === "closed") {
+      ctx.decision = "limits_unavailable";
+      return LIMITS_UNAVAILABLE;
+    }
+    ctx.decision = "limits_open";
+    return undefined;
+  };
+
   return function limits(ctx) {
     const route = ctx.route;
     if (route === undefined) return undefined;
@@ -58,7 +80,10 @@ export function createLimitsStage(
       : `client:${ctx.clientId}`;
     const decision = enforcer.check(plan, key, route.cost);
     return decision instanceof Promise
-      ? decision.then((settled) => apply(ctx, plan, settled))
+      ? decision.then(
+          (settled) => apply(ctx, plan, settled),
+          () => unavailable(ctx),
+        )
       : apply(ctx, plan, decision);
   };
 }

@@ -1,0 +1,91 @@
+/**
+ * A Redis server of the test's own (Debian's redis-server, on a free port), so a test can stop,
+ * pause and restart it without touching the machine's Redis or another test's.
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { createConnection, createServer } from "node:net";
+
+/** A private redis-server. */
+export interface TestRedis {
+  readonly port: number;
+  readonly url: string;
+  /** SIGKILL: the server is gone, its port refuses connections. */
+  kill(): Promise<void>;
+  /** SIGSTOP / SIGCONT: connected but silent, as a Redis stalled by a long command or swap. */
+  pause(): void;
+  resume(): void;
+  /** A new server on the same port, empty. */
+  restart(): Promise<void>;
+  close(): Promise<void>;
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once("error", reject);
+    probe.listen(0, "127.0.0.1", () => {
+      const { port } = probe.address() as { port: number };
+      probe.close(() => resolve(port));
+    });
+  });
+}
+
+/** Whether a PING on `port` is answered with PONG. */
+function pong(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = createConnection({ port, host: "127.0.0.1" });
+    socket.setTimeout(500, () => socket.destroy());
+    socket.once("error", () => resolve(false));
+    socket.once("close", () => resolve(false));
+    socket.once("connect", () => socket.write("PING\r\n"));
+    socket.once("data", (data) => {
+      resolve(data.toString("latin1").startsWith("+PONG"));
+      socket.destroy();
+    });
+  });
+}
+
+async function launch(port: number): Promise<ChildProcess> {
+  const child = spawn(
+    "redis-server",
+    ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+    { stdio: "ignore" },
+  );
+  const failed = new Promise<never>((_, reject) => {
+    child.once("error", reject);
+    child.once("exit", (code) => reject(new Error(`redis-server exited with ${code}`)));
+  });
+  failed.catch(() => undefined);
+  for (let attempt = 0; attempt < 100; attempt++) {
+    if (await Promise.race([pong(port), failed])) return child;
+    await new Promise((done) => setTimeout(done, 50));
+  }
+  child.kill("SIGKILL");
+  throw new Error(`redis-server on port ${port} did not answer`);
+}
+
+function stop(child: ChildProcess, signal: NodeJS.Signals): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  const exited = new Promise<void>((done) => child.once("exit", () => done()));
+  child.kill("SIGCONT");
+  child.kill(signal);
+  return exited;
+}
+
+/** Starts a private redis-server on a free port. */
+export async function startTestRedis(): Promise<TestRedis> {
+  const port = await freePort();
+  let child = await launch(port);
+  return {
+    port,
+    url: `redis://127.0.0.1:${port}`,
+    kill: () => stop(child, "SIGKILL"),
+    pause: () => void child.kill("SIGSTOP"),
+    resume: () => void child.kill("SIGCONT"),
+    async restart() {
+      await stop(child, "SIGKILL");
+      child = await launch(port);
+    },
+    close: () => stop(child, "SIGKILL"),
+  };
+}

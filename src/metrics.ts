@@ -22,6 +22,15 @@ export interface Metrics {
   readonly limiterFallbacks: Counter;
 }
 
+const STORE_UP = "gatehouse_limiter_store_up";
+
+/** Exports `gatehouse_limiter_store_up` only while the store in force is Redis. */
+export function showLimiterStoreUp(metrics: Metrics, shown: boolean): void {
+  const registered = metrics.registry.getSingleMetric(STORE_UP) !== undefined;
+  if (shown && !registered) metrics.registry.registerMetric(metrics.limiterStoreUp);
+  if (!shown && registered) metrics.registry.removeSingleMetric(STORE_UP);
+}
+
 /** Creates the metrics in a new registry. */
 export function createMetrics(): Metrics {
   const registry = new Registry();
@@ -61,7 +70,7 @@ export function createMetrics(): Metrics {
       registers: [registry],
     }),
     limiterStoreUp: new Gauge({
-      name: "gatehouse_limiter_store_up",
+      name: STORE_UP,
       help: "1 while the Redis limiter store answers within limits.redis.timeout, else 0.",
       registers: [],
     }),

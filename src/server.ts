@@ -15,14 +15,14 @@ import { loadSnapshot, type Snapshot } from "./config/snapshot.js";
 import { createConfigStore, type ConfigStore, type ReloadResult } from "./config/store.js";
 import { restoreCounters, saveCounters } from "./limits/state-file.js";
 import type { StoreSettings } from "./limits/plans.js";
-import { createRedisStore, type RedisLimiterStore } from "./limits/redis-store.js";
+import { connectRedis, createRedisStore, type RedisConnection } from "./limits/redis-store.js";
 import { createMemoryStore, type LimiterStore } from "./limits/store.js";
 import { createEphemeralKeys } from "./tokens/keys.js";
 import { createPlainSecrets } from "./tokens/secrets.js";
 import { createClientErrorHandler } from "./http/client-errors.js";
 import { createRequestIds } from "./http/request-ids.js";
 import { createAccessLog, createLogger, type AccessLog } from "./log.js";
-import { createMetrics, type Metrics } from "./metrics.js";
+import { createMetrics, showLimiterStoreUp, type Metrics } from "./metrics.js";
 import type { RequestContext, Stage } from "./pipeline/context.js";
 import { runPipeline } from "./pipeline/runner.js";
 import type { Lifecycle, Services } from "./pipeline/services.js";
@@ -113,22 +113,39 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
     tokenBodyMs: options.clientTimeouts?.tokenBodyMs ?? TOKEN_BODY_TIMEOUT_MS,
   };
 
-  // One memory store per process, and one Redis store per Redis, outliving reloads: a plan that
-  // a reload leaves alone keeps its counters.
+  // One memory store per process, one connection per Redis URL and one store per Redis settings,
+  // outliving reloads: a plan that a reload leaves alone keeps its counters, and a reload that
+  // changes only the prefix, timeout or outage policy keeps the connection.
   const memoryStore = createMemoryStore();
   if (first.limits.stateFile !== undefined) {
     await restoreCounters(memoryStore, first.limits.stateFile, log);
   }
-  const redisStores = new Map<string, RedisLimiterStore>();
+  const redisConnections = new Map<string, RedisConnection>();
+  const redisStores = new Map<string, LimiterStore>();
   const storeFor = (settings: StoreSettings): LimiterStore => {
     if (settings.kind === "memory") return memoryStore;
     const key = redisStoreKey(settings);
     let redis = redisStores.get(key);
     if (redis === undefined) {
-      redis = createRedisStore(settings, { log, metrics });
+      let connection = redisConnections.get(settings.url);
+      if (connection === undefined) {
+        connection = connectRedis(settings, { log, metrics });
+        redisConnections.set(settings.url, connection);
+      }
+      redis = createRedisStore(connection, settings, metrics);
       redisStores.set(key, redis);
     }
     return redis;
+  };
+  // What the config in force does not use is let go: its connection is closed.
+  const releaseRedis = (inForce: StoreSettings | undefined): Promise<unknown> => {
+    const url = inForce?.kind === "redis" ? inForce.url : undefined;
+    const key = inForce?.kind === "redis" ? redisStoreKey(inForce) : undefined;
+    for (const stored of [...redisStores.keys()]) if (stored !== key) redisStores.delete(stored);
+    const closing = [...redisConnections].filter(([connected]) => connected !== url);
+    for (const [connected] of closing) redisConnections.delete(connected);
+    showLimiterStoreUp(metrics, url !== undefined);
+    return Promise.all(closing.map(([, connection]) => connection.close()));
   };
 
   const forwarders = new Map<string, Forwarder>();
@@ -167,13 +184,7 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
         forwarders.delete(previous.forwarder.key);
         previous.forwarder.retire();
       }
-      if (
-        previous.limiterStore !== next.limiterStore &&
-        previous.config.limits.store.kind === "redis"
-      ) {
-        redisStores.delete(redisStoreKey(previous.config.limits.store));
-        void (previous.limiterStore as RedisLimiterStore).close();
-      }
+      void releaseRedis(next.config.limits.store);
       log.level = next.config.file.logging.level;
     },
   });
@@ -248,8 +259,16 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
 
   const listen = options.listen ?? first.listen;
   const adminListen = options.adminListen ?? first.adminListen;
-  await listenOn(server, listen);
-  await listenOn(admin, adminListen);
+  showLimiterStoreUp(metrics, first.limits.store.kind === "redis");
+  try {
+    await listenOn(server, listen);
+    await listenOn(admin, adminListen);
+  } catch (error) {
+    // Nothing is served: let go of what was opened, so the caller's process can end.
+    server.close();
+    await releaseRedis(undefined);
+    throw error;
+  }
   if (options.watch !== false) store.watch();
   log.info(
     {
@@ -288,7 +307,7 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
       // After the drain, so the requests that finished during it are counted in the file.
       const { stateFile } = store.current.config.limits;
       if (stateFile !== undefined) await saveCounters(memoryStore, stateFile, services.now(), log);
-      await Promise.all([...redisStores.values()].map((redis) => redis.close()));
+      await releaseRedis(undefined);
       log.info("stopped");
     })();
     return shutdownPromise;

@@ -196,6 +196,13 @@ t.test("a stalled Redis costs a request at most the timeout, then on_outage", as
     await eventually(async () => (await fetch(`${g.url}/readyz`)).status === 503, 2000),
     "the health check sees it within 2 s",
   );
+  // Once seen, the silent connection is dropped: requests fail at once instead of each
+  // waiting for the timeout, and no command is sent again when Redis comes back.
+  t.ok(
+    await eventually(async () => (await metric(g, "gatehouse_limiter_store_up")) === 0),
+    "the store reports the stall",
+  );
+  t.equal((await get(g)).status, 503);
   redis.resume();
   t.ok(await eventually(async () => (await get(g)).status === 200), "served again");
 });
@@ -239,6 +246,43 @@ t.test(
     t.equal(await g.gatehouse.reload(), "success");
     t.ok(await connected(g));
     t.equal((await get(g)).headers.get("x-ratelimit-remaining"), "1", "the new Redis starts empty");
+  },
+);
+
+t.test("a reload that changes only on_outage keeps the connection and the counters", async (t) => {
+  const redis = await withRedis(t);
+  const prefix = `gatehouse-test-${randomBytes(6).toString("hex")}:`;
+  const g = await started(t, config({ url: redis.url, prefix, onOutage: "closed" }));
+  t.ok(await connected(g));
+  t.equal((await get(g)).headers.get("x-ratelimit-remaining"), "1");
+  await g.writeConfig(config({ url: redis.url, prefix, onOutage: "open" }));
+  t.equal(await g.gatehouse.reload(), "success");
+  t.equal((await fetch(`${g.url}/readyz`)).status, 200, "no reconnection, no gap");
+  const next = await get(g);
+  t.equal(next.status, 200);
+  t.equal(next.headers.get("x-ratelimit-remaining"), "0", "counted in Redis at once");
+  t.equal(await metric(g, "gatehouse_limiter_store_up"), 1);
+});
+
+t.test(
+  "a reload that changes a window starts new counters; back to memory drops the gauge",
+  async (t) => {
+    const redis = await withRedis(t);
+    const prefix = `gatehouse-test-${randomBytes(6).toString("hex")}:`;
+    const hourly = "rate_limit: { limit: 2, window: 1h }";
+    const g = await started(t, config({ url: redis.url, prefix, plan: hourly }));
+    t.ok(await connected(g));
+    t.same([(await get(g)).status, (await get(g)).status, (await get(g)).status], [200, 200, 429]);
+    await g.writeConfig(config({ url: redis.url, prefix }));
+    t.equal(await g.gatehouse.reload(), "success");
+    const minute = await get(g);
+    t.equal(minute.status, 200, "the 1m window does not inherit the hour's key and its lifetime");
+    t.equal(minute.headers.get("x-ratelimit-remaining"), "1");
+    t.ok(Number(minute.headers.get("x-ratelimit-reset")) <= 60);
+    await g.writeConfig(configFor(upstream.url, `plans:\n  anonymous:\n    ${hourly}\n${ROUTES}`));
+    t.equal(await g.gatehouse.reload(), "success");
+    t.ok(Number.isNaN(await metric(g, "gatehouse_limiter_store_up")), "memory store: no gauge");
+    t.equal((await get(g)).headers.get("x-ratelimit-remaining"), "1", "memory counts anew");
   },
 );
 

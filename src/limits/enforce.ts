@@ -96,7 +96,13 @@ export function createEnforcer(
           rate && refundPoints(rate.limiter, key, cost),
           quota && quotaNow && refundPoints(quota.limiter, quotaNow.periodKey, cost),
         ].filter((refund) => refund instanceof Promise);
-        return refunds.length === 0 ? decision : Promise.all(refunds).then(() => decision);
+        // A refund that fails (Redis went away meanwhile) leaves the points counted: the client
+        // is held to a little less, and the request is still refused, never forwarded.
+        return refunds.length === 0
+          ? decision
+          : Promise.all(refunds.map((refund) => refund.catch(() => undefined))).then(
+              () => decision,
+            );
       };
       // The memory store counts synchronously, and then so does the decision.
       if (rateCount instanceof Promise || quotaCount instanceof Promise) {

@@ -14,20 +14,94 @@ import { ruleFingerprint, type LimiterStore, type WindowRule } from "./store.js"
 
 /** How often Redis is asked whether it answers, so readiness follows it within 2 s (SPEC §6). */
 const HEALTH_INTERVAL_MS = 500;
+/** A health check unanswered this long means Redis is stalled, whatever `redis.timeout` is. */
+const HEALTH_DEADLINE_MS = 1000;
 /** The longest wait between two reconnection attempts. */
 const MAX_RECONNECT_DELAY_MS = 1000;
 
-/** A store whose counters live in Redis. */
-export interface RedisLimiterStore extends LimiterStore {
-  readonly kind: "redis";
-  /** Closes the connection; the limiters it handed out fail (or fall back) from then on. */
+/** One connection to one Redis, shared by every store that names its URL. */
+export interface RedisConnection {
+  readonly client: Redis;
+  /** Whether Redis is connected and answered its last health check in time. */
+  healthy(): boolean;
+  /** Stops the health checks and closes the connection; nothing is reported after. */
   close(): Promise<void>;
 }
 
-/** What the Redis store reports to. */
-export interface RedisStoreServices {
+/** What a Redis connection reports to. */
+export interface RedisServices {
   readonly log: Logger;
   readonly metrics: Metrics;
+}
+
+/**
+ * Connects to `settings.url` in the background: an unreachable Redis is an outage, not a start
+ * error, and the connection comes back by itself.
+ */
+export function connectRedis(settings: RedisSettings, services: RedisServices): RedisConnection {
+  const { log, metrics } = services;
+  const client = new Redis(settings.url, {
+    // BAD_INPUTS 4.4: no queue while disconnected and every command bounded, so an outage costs a
+    // request at most `timeout`, never a pile of waiting commands; a command that timed out or
+    // was cut off by a reconnection is not sent again later (its request was answered already).
+    enableOfflineQueue: false,
+    commandTimeout: settings.timeoutMs,
+    autoResendUnfulfilledCommands: false,
+    connectTimeout: Math.max(settings.timeoutMs, HEALTH_DEADLINE_MS),
+    retryStrategy: (attempt) => Math.min(attempt * 100, MAX_RECONNECT_DELAY_MS),
+  });
+  let answering = false;
+  let closed = false;
+  const markAnswering = (now: boolean, error?: unknown): void => {
+    if (closed || now === answering) return;
+    answering = now;
+    metrics.limiterStoreUp.set(now ? 1 : 0);
+    if (now) log.info({ redis: settings.display }, "redis answers; limits are shared again");
+    else
+      log.warn({ redis: settings.display, err: error }, "redis does not answer; on_outage applies");
+  };
+  // ioredis reports every failed reconnection as an error event.
+  client.on("error", (error: Error) => markAnswering(false, error));
+  client.on("close", () => markAnswering(false));
+  let checking = false;
+  const check = (): void => {
+    if (checking || client.status !== "ready") return;
+    checking = true;
+    let stalled: NodeJS.Timeout | undefined;
+    const deadline = new Promise<never>((_, reject) => {
+      stalled = setTimeout(reject, HEALTH_DEADLINE_MS, new Error("redis did not answer PING"));
+    });
+    Promise.race([client.ping(), deadline])
+      .then(
+        () => markAnswering(true),
+        (error: unknown) => {
+          markAnswering(false, error);
+          // Connected but silent (a stalled Redis keeps its socket open): drop the connection, so
+          // commands fail at once while it lasts instead of each waiting for the timeout.
+          if (client.status === "ready") client.disconnect(true);
+        },
+      )
+      .finally(() => {
+        clearTimeout(stalled);
+        checking = false;
+      });
+  };
+  client.on("ready", check);
+  const health = setInterval(check, HEALTH_INTERVAL_MS);
+  health.unref();
+  return {
+    client,
+    healthy: () => answering && client.status === "ready",
+    async close() {
+      closed = true;
+      clearInterval(health);
+      try {
+        await client.quit();
+      } catch {
+        client.disconnect();
+      }
+    },
+  };
 }
 
 /**
@@ -58,57 +132,28 @@ class FallbackLimiter extends RateLimiterMemory {
   }
 }
 
-/** Connects to Redis (in the background: an unreachable Redis is an outage, not a start error). */
+/**
+ * A store over `connection` with the key prefix and outage policy of `settings`. Counters live
+ * in Redis, so two stores with the same prefix share them.
+ */
 export function createRedisStore(
+  connection: RedisConnection,
   settings: RedisSettings,
-  services: RedisStoreServices,
-): RedisLimiterStore {
-  const { log, metrics } = services;
-  const client = new Redis(settings.url, {
-    // BAD_INPUTS 4.4: no queue while disconnected, every command bounded, one retry at most, so
-    // an outage costs a request at most `timeout`, never a pile of waiting commands.
-    enableOfflineQueue: false,
-    commandTimeout: settings.timeoutMs,
-    connectTimeout: Math.max(settings.timeoutMs, 1000),
-    maxRetriesPerRequest: 1,
-    retryStrategy: (attempt) => Math.min(attempt * 100, MAX_RECONNECT_DELAY_MS),
-  });
-  let answering = false;
-  // Registered with the first Redis store: with the memory store the gauge would mean nothing.
-  if (metrics.registry.getSingleMetric("gatehouse_limiter_store_up") === undefined) {
-    metrics.registry.registerMetric(metrics.limiterStoreUp);
-  }
-  metrics.limiterStoreUp.set(0);
-  const markAnswering = (now: boolean, error?: unknown): void => {
-    if (now === answering) return;
-    answering = now;
-    metrics.limiterStoreUp.set(now ? 1 : 0);
-    if (now) log.info({ redis: settings.display }, "redis answers; limits are shared again");
-    else
-      log.warn({ redis: settings.display, err: error }, "redis does not answer; on_outage applies");
-  };
-  // ioredis reports every failed reconnection here; without a listener it would crash the process.
-  client.on("error", (error: Error) => markAnswering(false, error));
-  client.on("close", () => markAnswering(false));
-  const check = (): void => {
-    client.ping().then(
-      () => markAnswering(true),
-      (error: unknown) => markAnswering(false, error),
-    );
-  };
-  client.on("ready", check);
-  const health = setInterval(check, HEALTH_INTERVAL_MS);
-  health.unref();
-
+  metrics: Metrics,
+): LimiterStore {
+  // The connection's commands are bounded by the timeout of the store in force.
+  connection.client.options.commandTimeout = settings.timeoutMs;
   const onFallback = (): void => metrics.limiterFallbacks.inc();
   const limiters = new Map<string, { redis: RateLimiterRedis; fallback?: FallbackLimiter }>();
   return {
     kind: "redis",
+    healthy: connection.healthy,
     limiter(rule: WindowRule) {
       const key = ruleFingerprint(rule);
       let entry = limiters.get(key);
       if (entry === undefined) {
-        // Redis keys expire in whole seconds (SET ... EX).
+        // Redis keys expire in whole seconds (SET ... EX). The window is part of the key, as it
+        // is of the fingerprint: a key keeps the lifetime it was created with.
         const duration = Math.max(1, Math.ceil(rule.durationMs / 1000));
         const fallback =
           settings.onOutage === "local"
@@ -118,8 +163,8 @@ export function createRedisStore(
               )
             : undefined;
         const redis = new RateLimiterRedis({
-          storeClient: client,
-          keyPrefix: `${settings.keyPrefix}${rule.name}`,
+          storeClient: connection.client,
+          keyPrefix: `${settings.keyPrefix}${rule.name}:${duration}s`,
           points: rule.points,
           duration,
           // Not connected: fail (or fall back) at once instead of waiting for the timeout.
@@ -134,18 +179,6 @@ export function createRedisStore(
         if (entry.fallback !== undefined) entry.fallback.points = rule.points;
       }
       return entry.redis;
-    },
-    healthy: () => answering && client.status === "ready",
-    async close() {
-      clearInterval(health);
-      // A retired store no longer reports: the gauge belongs to the store in force.
-      client.removeAllListeners();
-      client.on("error", () => undefined);
-      try {
-        await client.quit();
-      } catch {
-        client.disconnect();
-      }
     },
   };
 }

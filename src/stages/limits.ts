@@ -55,8 +55,10 @@ export function createLimitsStage(
   // memory fallback answers instead, and nothing fails). `open` forwards the request uncounted,
   // without limit headers; `closed` answers 503.
   const policy = settings.store.kind === "redis" ? settings.store.onOutage : "closed";
-  const unavailable = (ctx: RequestContext): Outcome => {
+  const unavailable = (ctx: RequestContext, error: unknown): Outcome => {
     services.metrics.limiterStoreErrors.inc({ on_outage: policy });
+    // The outage itself is logged once by the store; each request only at debug level.
+    services.log.debug({ requestId: ctx.requestId, err: error }, "limits not counted");
     if (policy === "closed") {
       ctx.decision = "limits_unavailable";
       return LIMITS_UNAVAILABLE;
@@ -82,7 +84,7 @@ export function createLimitsStage(
     return decision instanceof Promise
       ? decision.then(
           (settled) => apply(ctx, plan, settled),
-          () => unavailable(ctx),
+          (error: unknown) => unavailable(ctx, error),
         )
       : apply(ctx, plan, decision);
   };

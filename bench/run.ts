@@ -241,8 +241,15 @@ async function main(argv: string[]): Promise<number> {
   try {
     const upstream = await startUpstream();
     started.push(upstream);
-    const bare = await startBare(upstream.url, profiling);
-    started.push(bare);
+    // Two processes of each kind: in the paired rounds each gatehouse process is measured
+    // against its own bare forwarder in turn, so that how fast one process happens to be (the
+    // same build has differed by 10% from one start to the next) weighs on both kinds alike.
+    const bares: Served[] = [];
+    for (let i = 0; i < 2; i++) {
+      const bare = await startBare(upstream.url, profiling);
+      started.push(bare);
+      bares.push(bare);
+    }
     const keyFile = join(dir, "signing.pem");
     await writeFile(keyFile, newSigningKey());
     const gatehouses: Served[] = [];
@@ -263,12 +270,12 @@ async function main(argv: string[]): Promise<number> {
     const [gatehouse, twin] = gatehouses as [Served, Served];
     if (settings.pinning !== null) {
       pin(upstream.pid, settings.pinning.others);
-      for (const proxy of [bare, gatehouse, twin]) pin(proxy.pid, settings.pinning.proxies);
+      for (const proxy of [...bares, gatehouse, twin]) pin(proxy.pid, settings.pinning.proxies);
     }
 
     const { ready, skipped } = await prepareScenarios(
       settings.scenarios,
-      bare,
+      bares as [Served, Served],
       gatehouse,
       twin,
       secrets,

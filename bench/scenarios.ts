@@ -219,17 +219,20 @@ async function firstRefusal(scenario: Scenario): Promise<string | undefined> {
 
 /**
  * Probes gatehouse and builds the wanted scenarios that this build supports; the others come
- * back as skipped, each with the reason. `twin` is a second gatehouse with the same config: a
- * scenario comparing two kinds of request to gatehouse sends each kind to its own process, the
- * two processes swapping kinds from round to round.
+ * back as skipped, each with the reason. `twin` is a second gatehouse with the same config, and
+ * `bare` two bare forwarders: a scenario comparing gatehouse with the bare forwarder pairs each
+ * gatehouse process with its own bare one in turn, and a scenario comparing two kinds of request
+ * to gatehouse sends each kind to its own process, the two processes swapping kinds from round
+ * to round.
  */
 export async function prepareScenarios(
   wanted: readonly string[],
-  bare: Served,
+  bare: readonly [Served, Served],
   gatehouse: Served,
   twin: Served,
   secrets: Secrets,
 ): Promise<{ ready: Scenario[]; skipped: Skipped[] }> {
+  const gatehouses = [gatehouse, twin];
   const features = await probeFeatures(gatehouse, secrets);
   const ready: Scenario[] = [];
   const skipped: Skipped[] = [];
@@ -245,8 +248,8 @@ export async function prepareScenarios(
         name,
         goal: 1.1,
         goalText: "≤ 1.10× bare",
-        baseline: { label: "bare http-proxy-3", served: [bare], path: OPEN_PATH, headers: {} },
-        candidate: { label: "gatehouse", served: [gatehouse], path: OPEN_PATH, headers: {} },
+        baseline: { label: "bare http-proxy-3", served: bare, path: OPEN_PATH, headers: {} },
+        candidate: { label: "gatehouse", served: gatehouses, path: OPEN_PATH, headers: {} },
       };
     } else if (name === "bearer") {
       reason = tokenProblem(features.bearerToken) ?? features.enforcesBearer;
@@ -255,8 +258,8 @@ export async function prepareScenarios(
         name,
         goal: 1.15,
         goalText: "≤ 1.15× bare",
-        baseline: { label: "bare http-proxy-3", served: [bare], path: PROTECTED_PATH, headers },
-        candidate: { label: "gatehouse", served: [gatehouse], path: PROTECTED_PATH, headers },
+        baseline: { label: "bare http-proxy-3", served: bare, path: PROTECTED_PATH, headers },
+        candidate: { label: "gatehouse", served: gatehouses, path: PROTECTED_PATH, headers },
       };
     } else if (name === "language") {
       reason = features.language;
@@ -296,8 +299,8 @@ export async function prepareScenarios(
         name,
         goal: 1.2,
         goalText: "≤ 1.20× bare",
-        baseline: { label: "bare http-proxy-3", served: [bare], path, headers },
-        candidate: { label: "gatehouse", served: [gatehouse], path, headers },
+        baseline: { label: "bare http-proxy-3", served: bare, path, headers },
+        candidate: { label: "gatehouse", served: gatehouses, path, headers },
       };
     }
     reason ??= await firstRefusal(scenario);

@@ -55,10 +55,10 @@ export function median(values: readonly number[]): number {
 
 /**
  * The candidate's CPU per request over the baseline's. Each round's ratio compares two runs made
- * next to each other under the same machine conditions. Where the targets swap processes round
- * by round (`language`), a process's own speed pushes the ratio up in one turn and down in the
- * other by the same factor: the rounds of each whole swap are combined by their geometric mean,
- * which cancels it, and the median of those is the ratio.
+ * next to each other under the same machine conditions. The targets take turns on their
+ * processes round by round: the rounds of each whole turn are combined by their geometric mean,
+ * which averages each process's own speed over its kind (and cancels it where two processes swap
+ * kinds, as in `language`), and the median of those is the ratio.
  */
 export function cpuRatio(runs: ScenarioRuns): number {
   const size = turns(runs.scenario);
@@ -221,9 +221,8 @@ export function resultsMarkdown(
     "  kind goes to its own gatehouse process and the two processes swap kinds every round.",
     "- ratio: the candidate's CPU µs/req over the baseline's (the row above it), round by round,",
     "  then the median; `goal` bounds it. The two rounds of each turn are first combined by their",
-    "  geometric mean, so that one process being faster than another of its kind (the same build",
-    "  has differed by 10% from one start to the next) cancels out. A missed goal is reported, not",
-    "  an error.",
+    "  geometric mean, which averages over two processes of each kind (the same build has differed",
+    "  by 10% from one start to the next). A missed goal is reported, not an error.",
     "",
   ].join("\n");
 }

@@ -146,25 +146,15 @@ function pair(scenario: Scenario, round: number): Array<{ target: Target; served
 /**
  * Loads every target of every scenario, each process in each of its turns, before anything is
  * measured: the JIT compiles for the whole mix of requests, as it would in service, and no
- * scenario's figures depend on which scenarios ran before it. Every gatehouse process gets the
- * whole mix, also the scenarios it does not serve, so the two that `language` compares have
- * the same past.
+ * scenario's figures depend on which scenarios ran before it. Both gatehouse processes serve
+ * every scenario, so they have the same past.
  */
-async function warmUp(
-  scenarios: readonly Scenario[],
-  gatehouses: readonly Served[],
-  settings: Settings,
-): Promise<void> {
+async function warmUp(scenarios: readonly Scenario[], settings: Settings): Promise<void> {
   for (const scenario of scenarios) {
     process.stderr.write(`${scenario.name}: warming up\n`);
     const durationS = Math.ceil(settings.warmupS / turns(scenario));
     for (let turn = 0; turn < turns(scenario); turn++) {
       await measureTogether(pair(scenario, turn), { ...settings.load, durationS });
-    }
-    const { candidate } = scenario;
-    for (const served of gatehouses) {
-      if (candidate.served.includes(served)) continue;
-      await measureTogether([{ target: candidate, served }], { ...settings.load, durationS });
     }
   }
 }
@@ -281,7 +271,7 @@ async function main(argv: string[]): Promise<number> {
       secrets,
     );
     for (const skip of skipped) process.stderr.write(`${skip.name}: skipped, ${skip.reason}\n`);
-    await warmUp(ready, gatehouses, settings);
+    await warmUp(ready, settings);
     const results: ScenarioRuns[] = [];
     for (const scenario of ready) results.push(await runScenario(scenario, settings));
 

@@ -324,8 +324,8 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
   };
 }
 
-// The Redis settings that make a store: another Redis, prefix, timeout or outage policy is
-// another connection.
+// The Redis settings that make a store: another prefix, timeout or outage policy is another store
+// over the same connection (one per URL).
 function redisStoreKey(settings: Extract<StoreSettings, { kind: "redis" }>): string {
   return JSON.stringify([settings.url, settings.keyPrefix, settings.timeoutMs, settings.onOutage]);
 }

@@ -213,6 +213,13 @@ t.test("F13: Redis unreachable at start: gatehouse serves in its declared mode",
   const closed = await started(t, config({ url: redis.url, onOutage: "closed" }));
   t.equal((await fetch(`${closed.url}/readyz`)).status, 503, "closed: not ready from the start");
   t.equal((await fetch(`${closed.url}/healthz`)).status, 200, "but alive");
+  t.ok(
+    await eventually(async () =>
+      closed.logs.some((line) => /redis does not answer/.test(String(line.msg))),
+    ),
+    "the outage is logged from the start",
+  );
+  t.equal(await metric(closed, "gatehouse_limiter_store_up"), 0);
   t.equal((await get(closed)).status, 503);
   const local = await started(t, config({ url: redis.url, onOutage: "local" }));
   t.equal((await fetch(`${local.url}/readyz`)).status, 200, "local: ready");

@@ -89,6 +89,24 @@ function checkUpstreamUrl(value: string, ctx: Ctx): void {
   }
 }
 
+function checkRedisUrl(value: string, ctx: Ctx): void {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    problem(ctx, [], "must be a valid URL, such as redis://127.0.0.1:6379");
+    return;
+  }
+  // ioredis would read options from the query and override the bounds set here.
+  if (url.search !== "" || url.hash !== "") {
+    problem(
+      ctx,
+      [],
+      "must not contain a query or a fragment: the limits.redis keys set the options",
+    );
+  }
+}
+
 /** Why a literal path (no wildcards) is unusable, or undefined when it is fine. */
 function literalPathProblem(path: string): string | undefined {
   if (!path.startsWith("/")) return 'must start with "/"';
@@ -430,6 +448,7 @@ export const FileSchema = z
             url: z
               .string()
               .regex(/^rediss?:\/\//, { error: "must be a redis:// or rediss:// URL" })
+              .superRefine(checkRedisUrl)
               .default("redis://127.0.0.1:6379")
               .describe("The Redis server."),
             key_prefix: z.string().default("gatehouse:").describe("Prefix of every Redis key."),
@@ -465,7 +484,9 @@ export const FileSchema = z
         liveness_path: ownPath.default("/healthz").describe("200 while the process runs."),
         readiness_path: ownPath
           .default("/readyz")
-          .describe("200 when serving, 503 while draining."),
+          .describe(
+            "200 when serving; 503 while draining, or while Redis is down under on_outage: closed.",
+          ),
       })
       .prefault({}),
     shutdown: z

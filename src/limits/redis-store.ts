@@ -5,6 +5,7 @@
  * decides: `local` counts in this process's memory instead (RLF's insurance limiter), `open` and
  * `closed` let the call fail and leave the answer to the limits stage.
  */
+import { performance } from "node:perf_hooks";
 import { Redis } from "ioredis";
 import { RateLimiterMemory, RateLimiterRedis } from "rate-limiter-flexible";
 import type { Logger } from "pino";
@@ -14,7 +15,7 @@ import { ruleFingerprint, type LimiterStore, type WindowRule } from "./store.js"
 
 /** How often Redis is asked whether it answers, so readiness follows it within 2 s (SPEC §6). */
 const HEALTH_INTERVAL_MS = 500;
-/** A health check unanswered this long means Redis is stalled, whatever `redis.timeout` is. */
+/** This long without an answer to a health check means Redis is stalled. */
 const HEALTH_DEADLINE_MS = 1000;
 /** The longest wait between two reconnection attempts. */
 const MAX_RECONNECT_DELAY_MS = 1000;
@@ -41,7 +42,7 @@ export interface RedisServices {
 export function connectRedis(settings: RedisSettings, services: RedisServices): RedisConnection {
   const { log, metrics } = services;
   const client = new Redis(settings.url, {
-    // BAD_INPUTS 4.4: no queue while disconnected and every command bounded, so an outage costs a
+    // No queue while disconnected and every command bounded, so an outage costs a
     // request at most `timeout`, never a pile of waiting commands; a command that timed out or
     // was cut off by a reconnection is not sent again later (its request was answered already).
     enableOfflineQueue: false,
@@ -50,8 +51,10 @@ export function connectRedis(settings: RedisSettings, services: RedisServices): 
     connectTimeout: Math.max(settings.timeoutMs, HEALTH_DEADLINE_MS),
     retryStrategy: (attempt) => Math.min(attempt * 100, MAX_RECONNECT_DELAY_MS),
   });
-  let answering = false;
+  // Undefined until the first verdict, so that a Redis unreachable from the start is reported.
+  let answering: boolean | undefined;
   let closed = false;
+  metrics.limiterStoreUp.set(0);
   const markAnswering = (now: boolean, error?: unknown): void => {
     if (closed || now === answering) return;
     answering = now;
@@ -60,38 +63,46 @@ export function connectRedis(settings: RedisSettings, services: RedisServices): 
     else
       log.warn({ redis: settings.display, err: error }, "redis does not answer; on_outage applies");
   };
-  // ioredis reports every failed reconnection as an error event.
+  // ioredis reports every failed connection attempt as an error event.
   client.on("error", (error: Error) => markAnswering(false, error));
   client.on("close", () => markAnswering(false));
+  // A PING slower than `timeout` fails like any command, but only a second without any answer
+  // counts as a stall: one slow moment does not drop the connection.
+  let lastAnswer = 0;
   let checking = false;
   const check = (): void => {
-    if (checking || client.status !== "ready") return;
+    if (client.status !== "ready") return;
+    if (performance.now() - lastAnswer > HEALTH_DEADLINE_MS) {
+      markAnswering(false, new Error(`no answer to PING for ${HEALTH_DEADLINE_MS} ms`));
+      // Connected but silent (a stalled Redis keeps its socket open): drop the connection, so
+      // commands fail at once while it lasts instead of each waiting for the timeout.
+      client.disconnect(true);
+      return;
+    }
+    if (checking) return;
     checking = true;
-    let stalled: NodeJS.Timeout | undefined;
-    const deadline = new Promise<never>((_, reject) => {
-      stalled = setTimeout(reject, HEALTH_DEADLINE_MS, new Error("redis did not answer PING"));
-    });
-    Promise.race([client.ping(), deadline])
+    client
+      .ping()
       .then(
-        () => markAnswering(true),
-        (error: unknown) => {
-          markAnswering(false, error);
-          // Connected but silent (a stalled Redis keeps its socket open): drop the connection, so
-          // commands fail at once while it lasts instead of each waiting for the timeout.
-          if (client.status === "ready") client.disconnect(true);
+        () => {
+          lastAnswer = performance.now();
+          markAnswering(true);
         },
+        () => undefined,
       )
       .finally(() => {
-        clearTimeout(stalled);
         checking = false;
       });
   };
-  client.on("ready", check);
+  client.on("ready", () => {
+    lastAnswer = performance.now();
+    check();
+  });
   const health = setInterval(check, HEALTH_INTERVAL_MS);
   health.unref();
   return {
     client,
-    healthy: () => answering && client.status === "ready",
+    healthy: () => answering === true && client.status === "ready",
     async close() {
       closed = true;
       clearInterval(health);

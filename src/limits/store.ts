@@ -1,6 +1,6 @@
 /**
- * Where counters live. The only module that creates rate-limiter-flexible limiters: the memory
- * store now, a Redis store beside it (RLF's memory and Redis limiters share one interface).
+ * Where counters live: the memory store here, the Redis store in `redis-store.ts` (RLF's memory
+ * and Redis limiters share one interface); only these two create rate-limiter-flexible limiters.
  * Limiters are kept by a fingerprint of their rule, so a reload that leaves a rule unchanged keeps
  * its counters (envoyproxy/ratelimit keys limits the same way).
  */

@@ -57,11 +57,9 @@ const expected: Record<string, string[]> = {
   "quota-period.yaml": ["5:34 plans.standard.quota.period: must be hour, day or month"],
   "redis-url.yaml": ["6:10 limits.redis.url: must be a redis:// or rediss:// URL"],
   "redis-url-invalid.yaml": [
-    "6:10 limits.redis.url: must be a valid URL, such as redis://127.0.0.1:6379",
+    "6:10 limits.redis.url: must be an absolute URL, such as redis://127.0.0.1:6379",
   ],
-  "redis-url-query.yaml": [
-    "6:10 limits.redis.url: must not contain a query or a fragment: the limits.redis keys set the options",
-  ],
+  "redis-url-query.yaml": ["6:10 limits.redis.url: must not contain a query or a fragment"],
   "route-bad-method.yaml": [
     "5:20 routes[0].methods[1]: must be one of GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS",
   ],

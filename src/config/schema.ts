@@ -70,41 +70,38 @@ function problem(ctx: Ctx, path: PropertyKey[], message: string): void {
   ctx.addIssue({ code: "custom", path, message });
 }
 
-function checkUpstreamUrl(value: string, ctx: Ctx): void {
-  let url: URL;
+function absoluteUrl(value: string, ctx: Ctx, example: string): URL | undefined {
   try {
-    url = new URL(value);
+    return new URL(value);
   } catch {
-    problem(ctx, [], "must be an absolute URL, such as http://127.0.0.1:3000");
-    return;
+    problem(ctx, [], `must be an absolute URL, such as ${example}`);
+    return undefined;
   }
+}
+
+function noQuery(url: URL, ctx: Ctx): void {
+  if (url.search !== "" || url.hash !== "") {
+    problem(ctx, [], "must not contain a query or a fragment");
+  }
+}
+
+function checkUpstreamUrl(value: string, ctx: Ctx): void {
+  const url = absoluteUrl(value, ctx, "http://127.0.0.1:3000");
+  if (url === undefined) return;
   if (url.protocol !== "http:" && url.protocol !== "https:") {
     problem(ctx, [], `must use http or https, not ${url.protocol.slice(0, -1)}`);
   }
   if (url.username !== "" || url.password !== "") {
     problem(ctx, [], "must not contain a user name or password");
   }
-  if (url.search !== "" || url.hash !== "") {
-    problem(ctx, [], "must not contain a query or a fragment");
-  }
+  noQuery(url, ctx);
 }
 
+// A password may be in a Redis URL; a query may not: ioredis would read options from it and
+// override the bounds that the limits.redis keys set.
 function checkRedisUrl(value: string, ctx: Ctx): void {
-  let url: URL;
-  try {
-    url = new URL(value);
-  } catch {
-    problem(ctx, [], "must be a valid URL, such as redis://127.0.0.1:6379");
-    return;
-  }
-  // ioredis would read options from the query and override the bounds set here.
-  if (url.search !== "" || url.hash !== "") {
-    problem(
-      ctx,
-      [],
-      "must not contain a query or a fragment: the limits.redis keys set the options",
-    );
-  }
+  const url = absoluteUrl(value, ctx, "redis://127.0.0.1:6379");
+  if (url !== undefined) noQuery(url, ctx);
 }
 
 /** Why a literal path (no wildcards) is unusable, or undefined when it is fine. */

@@ -192,9 +192,11 @@ t.test("a stalled Redis costs a request at most the timeout, then on_outage", as
   redis.pause();
   t.teardown(() => redis.resume());
   t.equal((await get(g)).status, 503, "answered, not left waiting on Redis");
+  // Seen within 1.5 s by design (a check every 500 ms, a stall after 1 s without an answer);
+  // the test allows more, so a loaded machine does not fail it.
   t.ok(
-    await eventually(async () => (await fetch(`${g.url}/readyz`)).status === 503, 2000),
-    "the health check sees it within 2 s",
+    await eventually(async () => (await fetch(`${g.url}/readyz`)).status === 503, 5000),
+    "the health check sees it",
   );
   // Once seen, the silent connection is dropped: requests fail at once instead of each
   // waiting for the timeout, and no command is sent again when Redis comes back.

@@ -1,11 +1,11 @@
 import { mkdtemp, readFile, rm } from "node:fs/promises";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import got from "got";
 import t from "tap";
 import { startTestGatehouse, configFor } from "./helpers/gatehouse.js";
 import { startUpstream } from "./helpers/upstream.js";
+import { refusingPort } from "./helpers/ports.js";
 
 const upstream = await startUpstream();
 t.teardown(() => upstream.close());
@@ -27,14 +27,6 @@ async function get(url: string): Promise<Response> {
   const response = await fetch(`${url}/open`);
   await response.arrayBuffer();
   return response;
-}
-
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((done) => server.listen(0, "127.0.0.1", done));
-  const { port } = server.address() as { port: number };
-  await new Promise<void>((done) => server.close(() => done()));
-  return port;
 }
 
 t.test(
@@ -72,7 +64,7 @@ t.test(
 t.test("a 502 carries the limit headers of the request", async (t) => {
   const g = await startTestGatehouse(
     configFor(
-      `http://127.0.0.1:${await closedPort()}`,
+      `http://127.0.0.1:${await refusingPort()}`,
       `plans:\n  anonymous:\n    rate_limit: { limit: 5, window: 1m }\n    quota: { limit: 50, period: day }\n${OPEN_ROUTE}`,
     ),
   );

@@ -10,21 +10,13 @@ import t from "tap";
 import { eventually, json, send } from "./helpers/client.js";
 import { configFor, startTestGatehouse, type TestGatehouse } from "./helpers/gatehouse.js";
 import { startUpstream } from "./helpers/upstream.js";
+import { refusingPort } from "./helpers/ports.js";
 
 const ROUTES = `routes:
   - path: /v1/**
     methods: [GET, POST]
     auth: none
 `;
-
-/** A port nothing listens on: bound once, then released. */
-async function closedPort(): Promise<number> {
-  const server = createTcpServer();
-  await new Promise<void>((done) => server.listen(0, "127.0.0.1", done));
-  const { port } = server.address() as AddressInfo;
-  await new Promise<void>((done) => server.close(() => done()));
-  return port;
-}
 
 /** How a response ended for the client: completely, or cut short. */
 interface Outcome {
@@ -57,7 +49,9 @@ async function liveness(gh: TestGatehouse): Promise<number> {
 }
 
 t.test("502 bad_gateway when the upstream port is closed", async (t) => {
-  const gh = await startTestGatehouse(configFor(`http://127.0.0.1:${await closedPort()}`, ROUTES));
+  const gh = await startTestGatehouse(
+    configFor(`http://127.0.0.1:${await refusingPort()}`, ROUTES),
+  );
   t.teardown(() => gh.close());
   for (let i = 0; i < 3; i++) {
     const res = await send(`${gh.url}/v1/items`);

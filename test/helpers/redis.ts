@@ -3,7 +3,8 @@
  * pause and restart it without touching the machine's Redis or another test's.
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { createConnection, createServer } from "node:net";
+import { createConnection } from "node:net";
+import { refusingPort } from "./ports.js";
 
 /** A private redis-server. */
 export interface TestRedis {
@@ -17,17 +18,6 @@ export interface TestRedis {
   /** A new server on the same port, empty. */
   restart(): Promise<void>;
   close(): Promise<void>;
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once("error", reject);
-    probe.listen(0, "127.0.0.1", () => {
-      const { port } = probe.address() as { port: number };
-      probe.close(() => resolve(port));
-    });
-  });
 }
 
 /** Whether a PING on `port` is answered with PONG. */
@@ -72,10 +62,13 @@ function stop(child: ChildProcess, signal: NodeJS.Signals): Promise<void> {
   return exited;
 }
 
-/** Starts a private redis-server on a free port. */
+/** Starts a private redis-server on a free port (another, should the port be taken meanwhile). */
 export async function startTestRedis(): Promise<TestRedis> {
-  const port = await freePort();
-  let child = await launch(port);
+  let port = await refusingPort();
+  let child = await launch(port).catch(async () => {
+    port = await refusingPort();
+    return launch(port);
+  });
   return {
     port,
     url: `redis://127.0.0.1:${port}`,

@@ -95,8 +95,6 @@ const MEMORY: StoreSettings = { kind: "memory" };
 function redisSettings(redis: FileConfig["limits"]["redis"]): StoreSettings {
   const display = new URL(redis.url);
   if (display.password !== "") display.password = "***";
-  // ioredis reads options from the query string too (a password among them): never logged.
-  display.search = "";
   return {
     kind: "redis",
     url: redis.url,

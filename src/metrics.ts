@@ -20,6 +20,10 @@ export interface Metrics {
   readonly limiterStoreUp: Gauge;
   readonly limiterStoreErrors: Counter<"on_outage">;
   readonly limiterFallbacks: Counter;
+  /** Network round trips to Redis made to count or read requests' limits. */
+  readonly limiterRoundTrips: Counter;
+  /** Refusals answered from a replica's record of Redis's refusals, without asking Redis. */
+  readonly limiterLocalBlocks: Counter;
 }
 
 const STORE_UP = "gatehouse_limiter_store_up";
@@ -83,6 +87,16 @@ export function createMetrics(): Metrics {
     limiterFallbacks: new Counter({
       name: "gatehouse_limiter_fallbacks_total",
       help: "Limiter calls answered from this process's memory while Redis was unavailable.",
+      registers: [registry],
+    }),
+    limiterRoundTrips: new Counter({
+      name: "gatehouse_limiter_round_trips_total",
+      help: "Network round trips to Redis made to count or read requests' limits.",
+      registers: [registry],
+    }),
+    limiterLocalBlocks: new Counter({
+      name: "gatehouse_limiter_local_blocks_total",
+      help: "Refusals answered from this replica's record of Redis's refusals, without a Redis call.",
       registers: [registry],
     }),
   };

@@ -16,8 +16,9 @@ import { createConfigStore, type ConfigStore, type ReloadResult } from "./config
 import { restoreCounters, saveCounters } from "./limits/state-file.js";
 import type { StoreSettings } from "./limits/plans.js";
 import { connectRedis, type RedisConnection } from "./limits/redis-connection.js";
-import { createRedisStore } from "./limits/redis-store.js";
-import { createMemoryStore, type LimiterStore } from "./limits/store.js";
+import { createRedisStore, type RedisStore } from "./limits/redis-store.js";
+import type { CounterStore } from "./limits/counters.js";
+import { createMemoryStore } from "./limits/memory-store.js";
 import { createEphemeralKeys } from "./tokens/keys.js";
 import { createPlainSecrets } from "./tokens/secrets.js";
 import { createClientErrorHandler } from "./http/client-errors.js";
@@ -38,7 +39,7 @@ interface Runtime {
   readonly config: Snapshot;
   readonly stages: readonly Stage[];
   readonly forwarder: Forwarder;
-  readonly limiterStore: LimiterStore;
+  readonly limiterStore: CounterStore;
 }
 
 /** Deadlines for slow clients (BAD_INPUTS E32, E33), in milliseconds. */
@@ -117,13 +118,13 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
   // One memory store per process, one connection per Redis URL and one store per Redis settings,
   // outliving reloads: a plan that a reload leaves alone keeps its counters, and a reload that
   // changes only the prefix, timeout or outage policy keeps the connection.
-  const memoryStore = createMemoryStore();
+  const memoryStore = createMemoryStore({ now: services.now });
   if (first.limits.stateFile !== undefined) {
-    await restoreCounters(memoryStore, first.limits.stateFile, log);
+    await restoreCounters(memoryStore, first.limits.stateFile, services.now(), log);
   }
   const redisConnections = new Map<string, RedisConnection>();
-  const redisStores = new Map<string, LimiterStore>();
-  const storeFor = (settings: StoreSettings): LimiterStore => {
+  const redisStores = new Map<string, RedisStore>();
+  const storeFor = (settings: StoreSettings): CounterStore => {
     if (settings.kind === "memory") return memoryStore;
     const key = redisStoreKey(settings);
     let redis = redisStores.get(key);
@@ -133,7 +134,7 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
         connection = connectRedis(settings, { log, metrics });
         redisConnections.set(settings.url, connection);
       }
-      redis = createRedisStore(connection, settings, metrics);
+      redis = createRedisStore(connection, settings, metrics, services.now);
       redisStores.set(key, redis);
     }
     return redis;
@@ -142,7 +143,11 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
   const releaseRedis = (inForce: StoreSettings | undefined): Promise<unknown> => {
     const url = inForce?.kind === "redis" ? inForce.url : undefined;
     const key = inForce?.kind === "redis" ? redisStoreKey(inForce) : undefined;
-    for (const stored of [...redisStores.keys()]) if (stored !== key) redisStores.delete(stored);
+    for (const [stored, redis] of [...redisStores]) {
+      if (stored === key) continue;
+      redisStores.delete(stored);
+      redis.close();
+    }
     const closing = [...redisConnections].filter(([connected]) => connected !== url);
     for (const [connected] of closing) redisConnections.delete(connected);
     showLimiterStoreUp(metrics, url !== undefined);
@@ -309,6 +314,7 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
       const { stateFile } = store.current.config.limits;
       if (stateFile !== undefined) await saveCounters(memoryStore, stateFile, services.now(), log);
       await releaseRedis(undefined);
+      memoryStore.close();
       log.info("stopped");
     })();
     return shutdownPromise;

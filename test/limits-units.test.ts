@@ -1,33 +1,44 @@
 import t from "tap";
 import { addressKey } from "../src/limits/client-key.js";
-import { decide, type DecisionInput } from "../src/limits/decide.js";
+import type { Counted } from "../src/limits/counters.js";
+import { decide } from "../src/limits/decide.js";
+import { preparePlan } from "../src/limits/enforce.js";
 import { renderDecision } from "../src/limits/headers.js";
-import type { QuotaRule, RateRule } from "../src/limits/plans.js";
-import {
-  addPoints,
-  createMemoryStore,
-  refundPoints,
-  ruleFingerprint,
-  type Count,
-} from "../src/limits/store.js";
+import { createMemoryStore } from "../src/limits/memory-store.js";
+import type { Plan, QuotaRule, RateRule } from "../src/limits/plans.js";
 import { createPeriodClock, periodAt } from "../src/limits/windows.js";
 
-const rate: RateRule = {
-  counter: { name: "rate:plan:p", points: 5, durationMs: 60_000 },
-  limit: 5,
-  limitText: "5",
-  window: "1m",
-};
+function rateRule(name: string, limit: number, window: string, windowMs: number): RateRule {
+  return {
+    name,
+    slot: { name: `rate:plan:p:${name}:${windowMs}`, limit, ttlMs: windowMs },
+    limit,
+    limitText: String(limit),
+    window,
+  };
+}
+const rate = rateRule("default", 5, "1m", 60_000);
 const quota: QuotaRule = {
-  counter: { name: "quota:plan:p:day", points: 10, durationMs: 86_400_000 },
+  counterName: "quota:plan:p:day",
   limit: 10,
   limitText: "10",
   period: "day",
 };
 const NOW = Date.UTC(2026, 2, 31, 23, 59, 30);
+const plan = (rates: RateRule[], withQuota = true): Plan => ({
+  name: "p",
+  rates,
+  quota: withQuota ? quota : undefined,
+});
 
-function input(overrides: Partial<DecisionInput>): DecisionInput {
-  return { rate: undefined, quota: undefined, cost: 1, nowMs: NOW, dryRun: false, ...overrides };
+/** What a store reports: counts and ends, in the plan's order (rate limits, then the quota). */
+function counted(added: boolean, ...slots: Array<[number, number]>): Counted {
+  return {
+    added,
+    counts: slots.map(([count]) => count),
+    endsAt: slots.map(([, end]) => end),
+    where: "store",
+  };
 }
 
 t.test("addressKey folds mapped IPv4 and groups IPv6 by /64", async (t) => {
@@ -61,51 +72,47 @@ t.test("periodAt follows the UTC calendar", async (t) => {
 
 t.test("decide: within the limits", async (t) => {
   const d = decide(
-    input({
-      rate: { rule: rate, count: { consumed: 2, msBeforeNext: 59_001 } },
-      quota: { rule: quota, count: { consumed: 7, msBeforeNext: 0 }, endMs: Date.UTC(2026, 3, 1) },
-    }),
+    plan([rate]),
+    counted(true, [2, NOW + 59_001], [7, Date.UTC(2026, 3, 1)]),
+    1,
+    NOW,
+    false,
   );
   t.equal(d.allowed, true);
   t.equal(d.refusal, undefined);
-  t.strictSame(d.rate, { limitText: "5", remaining: 3, resetSeconds: 60, resetAt: 1775001630 });
+  t.match(d.rate, { limitText: "5", remaining: 3, resetSeconds: 60, resetAt: 1775001630 });
   t.equal(d.quota?.remaining, 3);
   t.equal(d.quota?.resetSeconds, 30);
 });
 
 t.test("decide: a refusal for cost shows the points really left", async (t) => {
-  const d = decide(
-    input({ cost: 2, rate: { rule: rate, count: { consumed: 6, msBeforeNext: 1500 } } }),
-  );
+  const d = decide(plan([rate], false), counted(false, [4, NOW + 1500]), 2, NOW, false);
   t.equal(d.allowed, false);
   t.equal(d.refusal, "rate_limited");
   t.equal(d.rate?.remaining, 1, "4 were counted before; the refused 2 are not taken");
   t.equal(d.retryAfter, 2, "1.5 s rounds up");
   t.equal(d.window, "1m");
   t.equal(d.limit, 5);
+  t.equal(d.policy, "default");
 });
 
 t.test("decide: Retry-After is never below 1", async (t) => {
   for (const ms of [0, -1, 1, 999]) {
-    const d = decide(input({ rate: { rule: rate, count: { consumed: 6, msBeforeNext: ms } } }));
-    t.equal(d.retryAfter, 1, `msBeforeNext ${ms}`);
+    const d = decide(plan([rate], false), counted(false, [5, NOW + ms]), 1, NOW, false);
+    t.equal(d.retryAfter, 1, `ends in ${ms} ms`);
     t.equal(d.rate?.resetSeconds, 1);
   }
 });
 
 t.test("decide: both refuse; the later reset names the error", async (t) => {
   const both = (rateMs: number) =>
-    decide(
-      input({
-        rate: { rule: rate, count: { consumed: 6, msBeforeNext: rateMs } },
-        quota: { rule: quota, count: { consumed: 11, msBeforeNext: 0 }, endMs: NOW + 30_000 },
-      }),
-    );
+    decide(plan([rate]), counted(false, [5, NOW + rateMs], [10, NOW + 30_000]), 1, NOW, false);
   const quotaLater = both(10_000);
   t.equal(quotaLater.refusal, "quota_exceeded");
   t.equal(quotaLater.retryAfter, 30);
   t.equal(quotaLater.window, "day");
   t.equal(quotaLater.limit, 10);
+  t.equal(quotaLater.policy, "quota");
   const rateLater = both(45_000);
   t.equal(rateLater.refusal, "rate_limited");
   t.equal(rateLater.retryAfter, 45);
@@ -114,30 +121,78 @@ t.test("decide: both refuse; the later reset names the error", async (t) => {
 
 t.test("decide: quota refused, rate shows its points untaken", async (t) => {
   const d = decide(
-    input({
-      rate: { rule: rate, count: { consumed: 3, msBeforeNext: 5000 } },
-      quota: { rule: quota, count: { consumed: 11, msBeforeNext: 0 }, endMs: NOW + 30_000 },
-    }),
+    plan([rate]),
+    counted(false, [2, NOW + 5000], [10, NOW + 30_000]),
+    1,
+    NOW,
+    false,
   );
   t.equal(d.refusal, "quota_exceeded");
   t.equal(d.rate?.remaining, 3);
+  t.equal(d.retryAfter, 30, "Retry-After comes from the quota");
 });
 
 t.test("decide: dry run never refuses but names the would-be refusal", async (t) => {
-  const d = decide(
-    input({ dryRun: true, rate: { rule: rate, count: { consumed: 9, msBeforeNext: 5000 } } }),
-  );
+  const d = decide(plan([rate], false), counted(true, [9, NOW + 5000]), 1, NOW, true);
   t.equal(d.allowed, true);
   t.equal(d.refusal, "rate_limited");
   t.equal(d.rate?.remaining, 0, "never negative");
 });
 
+t.test("decide: several rate limits", async (t) => {
+  const burst = rateRule("burst", 10, "1s", 1000);
+  const sustained = rateRule("sustained", 600, "1h", 3_600_000);
+  const both = plan([burst, sustained], false);
+  const allowed = decide(
+    both,
+    counted(true, [3, NOW + 800], [595, NOW + 3_000_000]),
+    1,
+    NOW,
+    false,
+  );
+  t.equal(allowed.rate?.name, "sustained", "the headers show the limit with the fewest left");
+  t.equal(allowed.rate?.remaining, 5);
+  t.strictSame(
+    allowed.limits.map((state) => [state.name, state.remaining]),
+    [
+      ["burst", 7],
+      ["sustained", 5],
+    ],
+    "every limit, in the plan's order",
+  );
+  const tie = decide(both, counted(true, [5, NOW + 800], [595, NOW + 3_000_000]), 1, NOW, false);
+  t.equal(tie.rate?.name, "sustained", "on a tie, the one that resets later");
+  const burstRefuses = decide(
+    both,
+    counted(false, [10, NOW + 800], [20, NOW + 9_000]),
+    1,
+    NOW,
+    false,
+  );
+  t.equal(burstRefuses.refusal, "rate_limited");
+  t.equal(burstRefuses.policy, "burst");
+  t.equal(burstRefuses.rate?.name, "burst", "on a 429 the headers describe the refusing limit");
+  t.equal(burstRefuses.retryAfter, 1);
+  t.equal(burstRefuses.window, "1s");
+  const bothRefuse = decide(
+    both,
+    counted(false, [10, NOW + 800], [600, NOW + 9_000]),
+    1,
+    NOW,
+    false,
+  );
+  t.equal(bothRefuse.policy, "sustained", "several refuse: the later reset names it");
+  t.equal(bothRefuse.retryAfter, 9);
+  t.equal(bothRefuse.rate?.name, "sustained");
+});
+
 t.test("renderDecision writes headers once and the 429", async (t) => {
   const allowed = decide(
-    input({
-      rate: { rule: rate, count: { consumed: 1, msBeforeNext: 60_000 } },
-      quota: { rule: quota, count: { consumed: 1, msBeforeNext: 0 }, endMs: NOW + 30_000 },
-    }),
+    plan([rate]),
+    counted(true, [1, NOW + 60_000], [1, NOW + 30_000]),
+    1,
+    NOW,
+    false,
   );
   const headers: Record<string, string> = {};
   t.equal(renderDecision(allowed, headers, "seconds"), undefined);
@@ -152,9 +207,7 @@ t.test("renderDecision writes headers once and the 429", async (t) => {
   renderDecision(allowed, unix, "unix");
   t.equal(unix["x-ratelimit-reset"], String(Math.ceil((NOW + 60_000) / 1000)));
 
-  const refused = decide(
-    input({ rate: { rule: rate, count: { consumed: 6, msBeforeNext: 7000 } } }),
-  );
+  const refused = decide(plan([rate], false), counted(false, [5, NOW + 7000]), 1, NOW, false);
   const onlyRate: Record<string, string> = {};
   const reply = renderDecision(refused, onlyRate, "seconds");
   t.equal(onlyRate["x-request-quota-limit"], undefined, "no quota, no quota headers");
@@ -171,58 +224,139 @@ t.test("renderDecision writes headers once and the 429", async (t) => {
   });
 });
 
-t.test("memory store: the limit is not part of a counter's identity", async (t) => {
-  const store = createMemoryStore();
-  const first = store.limiter({ name: "rate:plan:p", points: 5, durationMs: 60_000 });
-  await first.penalty("client:a", 3);
-  const changed = store.limiter({ name: "rate:plan:p", points: 8, durationMs: 60_000 });
-  t.equal(changed, first, "same counters");
-  t.equal(changed.points, 8, "RLF's own verdict follows the new limit");
-  t.equal((await changed.get("client:a"))?.consumedPoints, 3);
-  const otherWindow = store.limiter({ name: "rate:plan:p", points: 8, durationMs: 1000 });
-  t.not(otherWindow, first, "another window is another rule");
-  t.equal(ruleFingerprint({ name: "x", points: 1, durationMs: 5 }), "x|5");
+const slot = (limit: number, ttlMs: number, name = "rate:plan:p:default") => ({
+  name,
+  limit,
+  ttlMs,
 });
 
-t.test(
-  "memory store: saved counters come back, before or after their limiter exists",
-  async (t) => {
-    const rule = { name: "rate:plan:p", points: 5, durationMs: 60_000 };
-    const late = { name: "quota:plan:p:day", points: 5, durationMs: 86_400_000 };
-    const before = createMemoryStore();
-    await before.limiter(rule).penalty("ip:1.2.3.4", 2);
-    await before.limiter(late).penalty("ip:1.2.3.4@0", 4);
-    const saved = before.save();
-
-    const after = createMemoryStore();
-    const existing = after.limiter(rule);
-    after.restore(JSON.parse(JSON.stringify(saved)));
-    t.equal((await existing.get("ip:1.2.3.4"))?.consumedPoints, 2);
-    t.strictSame(Object.keys(after.save()).sort(), Object.keys(saved).sort(), "kept until used");
-    t.equal((await after.limiter(late).get("ip:1.2.3.4@0"))?.consumedPoints, 4);
-  },
-);
-
-// addPoints counts through RLF's memory storage directly (store.ts); RLF's own API must agree.
-t.test("memory store: synchronous counts agree with rate-limiter-flexible's own", async (t) => {
-  const store = createMemoryStore();
-  const limiter = store.limiter({ name: "rate:plan:sync", points: 10, durationMs: 60_000 });
-  const first = addPoints(limiter, "client:a", 2);
-  t.notOk(first instanceof Promise, "counted at once");
-  t.match(first, { consumed: 2 });
-  await limiter.penalty("client:a", 3);
-  const second = addPoints(limiter, "client:a", 1) as Count;
-  t.equal(second.consumed, 6, "one counter behind both APIs");
-  t.ok(
-    second.msBeforeNext > 59_000 && second.msBeforeNext <= 60_000,
-    "the window's remaining time",
+t.test("memory store: a batch takes its points in every counter or in none", async (t) => {
+  const store = createMemoryStore({ now: () => NOW, sweepEveryMs: 0 });
+  const slots = [slot(10, 1000, "burst"), slot(3, 60_000, "sustained")];
+  t.match(store.commit("client:a", slots, 2, false, NOW), { added: true, counts: [2, 2] });
+  t.match(store.commit("client:a", slots, 2, false, NOW), {
+    added: false,
+    counts: [2, 2],
+    endsAt: [NOW + 1000, NOW + 60_000],
+  });
+  t.match(store.read("client:a", slots, NOW), { counts: [2, 2] }, "the refusal took nothing");
+  t.match(store.commit("client:a", slots, 1, false, NOW), { added: true, counts: [3, 3] });
+  t.match(store.commit("client:a", slots, 1, true, NOW), { added: true, counts: [4, 4] }, "forced");
+  t.match(store.commit("client:b", slots, 1, false, NOW), { counts: [1, 1] }, "subjects apart");
+  t.match(
+    store.commit("client:a", slots, 1, false, NOW + 1000),
+    {
+      added: false,
+      counts: [0, 4],
+      endsAt: [NOW + 2000, NOW + 60_000],
+    },
+    "an ended counter reads as empty",
   );
-  t.equal((await limiter.get("client:a"))?.consumedPoints, 6);
-  t.equal(refundPoints(limiter, "client:a", 4), undefined, "refunded at once");
-  t.equal((await limiter.get("client:a"))?.consumedPoints, 2);
+});
 
-  const quota = addPoints(limiter, "client:b@0", 1, 5) as Count;
-  t.ok(quota.msBeforeNext > 4_000 && quota.msBeforeNext <= 5_000, "a lifetime of its own");
-  const seen = (await limiter.get("client:b@0"))?.msBeforeNext ?? 0;
-  t.ok(quota.msBeforeNext - seen < 1_000, "RLF sees the same lifetime");
+t.test("memory store: a changed limit keeps what was counted", async (t) => {
+  const store = createMemoryStore({ now: () => NOW, sweepEveryMs: 0 });
+  store.commit("client:a", [slot(5, 60_000)], 4, false, NOW);
+  t.match(store.commit("client:a", [slot(8, 60_000)], 4, false, NOW), { added: true, counts: [8] });
+  t.match(store.commit("client:a", [slot(2, 60_000)], 1, false, NOW), {
+    added: false,
+    counts: [8],
+  });
+});
+
+t.test("memory store: takeBack never goes below zero or revives an ended counter", async (t) => {
+  const store = createMemoryStore({ now: () => NOW, sweepEveryMs: 0 });
+  const slots = [slot(5, 1000)];
+  store.commit("ip:1.2.3.4", slots, 1, false, NOW);
+  await store.takeBack("ip:1.2.3.4", slots, 3, "store", NOW);
+  t.match(store.read("ip:1.2.3.4", slots, NOW), { counts: [0] });
+  await store.takeBack("ip:1.2.3.5", slots, 1, "store", NOW);
+  t.equal(store.size(), 1, "nothing created by a take-back");
+  await store.reset("ip:1.2.3.4", slots);
+  t.equal(store.size(), 0, "reset deletes");
+});
+
+// Node clamps timer delays over 2^31-1 ms (about 24.8 days) to 1 ms: no counter may rely on one.
+const DAY = 86_400_000;
+for (const days of [25, 30, 200, 366]) {
+  t.test(`memory store: a ${days}-day window holds for its whole length`, async (t) => {
+    let now = Date.UTC(2026, 0, 1);
+    const store = createMemoryStore({ now: () => now, sweepEveryMs: 10 });
+    const slots = [slot(1, days * DAY)];
+    t.match(store.commit("client:a", slots, 1, false, now), { added: true });
+    // Let the background sweep run for real: no timer may end the counter early.
+    await new Promise((done) => setTimeout(done, 50));
+    for (const at of [1, DAY, (days - 1) * DAY, days * DAY - 1]) {
+      now = Date.UTC(2026, 0, 1) + at;
+      t.match(store.commit("client:a", slots, 1, false, now), { added: false }, `+${at} ms`);
+    }
+    now = Date.UTC(2026, 0, 1) + days * DAY;
+    t.match(store.commit("client:a", slots, 1, false, now), { added: true }, "then a new window");
+    store.close();
+  });
+}
+
+t.test("memory store: a monthly quota holds on every day of the month", async (t) => {
+  // 28, 29 (a leap year), 30 and 31 days.
+  const months: Array<[number, number, number]> = [
+    [2026, 1, 28],
+    [2028, 1, 29],
+    [2026, 3, 30],
+    [2026, 0, 31],
+    [2026, 11, 31],
+  ];
+  for (const [year, month, days] of months) {
+    const monthly = preparePlan({
+      name: "m",
+      rates: [],
+      quota: { counterName: "quota:plan:m:month", limit: 1, limitText: "1", period: "month" },
+    });
+    const store = createMemoryStore({ now: () => 0, sweepEveryMs: 0 });
+    const start = Date.UTC(year, month, 1);
+    const first = store.commit("client:a", monthly.slots(start), 1, false, start);
+    t.match(first, { added: true, endsAt: [Date.UTC(year, month + 1, 1)] }, `${year}-${month + 1}`);
+    for (let day = 1; day <= days; day++) {
+      const at = Date.UTC(year, month, day, 23, 59, 59, 999);
+      const refused = store.commit("client:a", monthly.slots(at), 1, false, at);
+      t.equal(refused.added, false, `${year}-${month + 1}-${day} is refused`);
+    }
+    const next = Date.UTC(year, month + 1, 1);
+    t.equal(
+      store.commit("client:a", monthly.slots(next), 1, false, next).added,
+      true,
+      "next month",
+    );
+  }
+});
+
+t.test("memory store: ended counters are swept and their memory given back", async (t) => {
+  let now = NOW;
+  const store = createMemoryStore({ now: () => now, sweepEveryMs: 0 });
+  const slots = [slot(5, 1000), slot(5, 10 * DAY, "quota")];
+  for (let i = 0; i < 1000; i++) store.commit(`client:${i}`, slots, 1, false, now);
+  t.equal(store.size(), 2000);
+  now += 1000;
+  store.sweep(now);
+  t.equal(store.size(), 1000, "the short windows are gone, the long ones kept");
+  now += 10 * DAY;
+  store.commit("client:new", [slot(5, 1000)], 1, false, now);
+  t.ok(store.size() < 1000, "every count sweeps a few ended counters too");
+  store.sweep(now);
+  t.equal(store.size(), 1, "only the live counter is left");
+});
+
+t.test("memory store: saved counters come back with their ends; ended ones do not", async (t) => {
+  const before = createMemoryStore({ now: () => NOW, sweepEveryMs: 0 });
+  before.commit("ip:1.2.3.4", [slot(5, 1000)], 2, false, NOW);
+  before.commit("ip:1.2.3.4", [slot(5, 30 * DAY, "quota")], 4, false, NOW);
+  const saved = JSON.parse(JSON.stringify(before.save(NOW)));
+  t.equal(saved.length, 2);
+  const after = createMemoryStore({ now: () => NOW, sweepEveryMs: 0 });
+  const later = NOW + 15 * DAY;
+  after.restore(saved, later);
+  t.equal(after.size(), 1, "the ended window is left out");
+  t.match(after.read("ip:1.2.3.4", [slot(5, 30 * DAY, "quota")], later), {
+    counts: [4],
+    endsAt: [NOW + 30 * DAY],
+  });
 });

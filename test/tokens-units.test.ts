@@ -2,7 +2,7 @@
 import t from "tap";
 import type { TokenSettings } from "../src/config/tokens.js";
 import { createFailureLimiter, failureKeyForClient } from "../src/limits/failures.js";
-import { createMemoryStore } from "../src/limits/store.js";
+import { createMemoryStore } from "../src/limits/memory-store.js";
 import { issueToken } from "../src/tokens/issue.js";
 import { generateKeyPairFor, keyRing } from "../src/tokens/keys.js";
 import { memoized } from "../src/tokens/memo.js";
@@ -155,16 +155,17 @@ t.test("the verified-token cache: until exp plus the tolerance, bounded, oldest 
 t.test(
   "the failure limiter: peek counts nothing, attempts count, successes are refunded",
   async (t) => {
-    const limiter = createFailureLimiter(createMemoryStore(), {
-      limit: 2,
-      windowMs: 60_000,
-      window: "1m",
-    });
+    const limiter = createFailureLimiter(
+      createMemoryStore({ now: Date.now, sweepEveryMs: 0 }),
+      { limit: 2, windowMs: 60_000, window: "1m" },
+      Date.now,
+    );
     const keys = { ip: "192.0.2.1", clientId: " App " };
     t.equal(failureKeyForClient(keys.clientId), "app");
     t.ok((await limiter.peek(keys.ip)).allowed);
-    t.ok((await limiter.attempt(keys)).allowed, "1st");
-    await limiter.succeeded(keys);
+    const first = await limiter.attempt(keys);
+    t.ok(first.allowed, "1st");
+    await limiter.succeeded(first);
     t.ok((await limiter.attempt(keys)).allowed, "1st failure");
     t.ok((await limiter.attempt(keys)).allowed, "2nd failure");
     t.notOk((await limiter.peek(keys.ip)).allowed, "the IP is at the limit");

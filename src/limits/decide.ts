@@ -2,14 +2,20 @@
  * The limit decision, as plain data: computed from the counters once, then rendered into headers
  * and a status by `headers.ts` (fastify-rate-limit keeps the same split).
  */
-import type { Count } from "./store.js";
-import type { QuotaRule, RateRule } from "./plans.js";
+import { refuses, type Counted } from "./counters.js";
+import type { Plan } from "./plans.js";
 
 /** Why a request is (or, in dry run, would be) refused. */
 export type Refusal = "rate_limited" | "quota_exceeded";
 
-/** What one window reports in headers. */
+/** The name the quota goes by among a plan's limits. */
+export const QUOTA_POLICY = "quota";
+
+/** What one limit reports in headers. */
 export interface WindowState {
+  /** The limit's name: a rate limit's, or `quota`. */
+  readonly name: string;
+  readonly limit: number;
   readonly limitText: string;
   /** Points left, never negative; a refused request's own points are not taken. */
   readonly remaining: number;
@@ -17,6 +23,8 @@ export interface WindowState {
   readonly resetSeconds: number;
   /** The epoch second at or after the window's end. */
   readonly resetAt: number;
+  /** Whether this limit refuses (or in dry run would refuse) the request. */
+  readonly refuses: boolean;
 }
 
 /** The outcome for one request. */
@@ -25,103 +33,119 @@ export interface Decision {
   readonly allowed: boolean;
   /** The limit that is (or in dry run would be) exceeded, or undefined when none is. */
   readonly refusal: Refusal | undefined;
+  /** The rate limit that `X-RateLimit-*` describe, if the plan has one. */
   readonly rate: WindowState | undefined;
   readonly quota: WindowState | undefined;
-  /** With a refusal: the largest reset among the windows that refused (SPEC §6). */
+  /** Every limit of the plan, rate limits first in the plan's order, then the quota. */
+  readonly limits: readonly WindowState[];
+  /** With a refusal: the largest reset among the limits that refused. */
   readonly retryAfter: number;
-  /** With a refusal: the limit and window of the window naming it (the later reset). */
-  readonly limit: number;
-  readonly window: string;
-}
-
-/** The counters of one request, with the rules they were counted under. */
-export interface DecisionInput {
-  readonly rate: { readonly rule: RateRule; readonly count: Count } | undefined;
-  readonly quota:
-    { readonly rule: QuotaRule; readonly count: Count; readonly endMs: number } | undefined;
-  readonly cost: number;
-  readonly nowMs: number;
-  readonly dryRun: boolean;
-}
-
-interface Refused {
-  readonly refusal: Refusal;
-  readonly retryAfter: number;
+  /** With a refusal: the name, limit and window of the limit naming it (the later reset). */
+  readonly policy: string;
   readonly limit: number;
   readonly window: string;
 }
 
 function windowState(
+  name: string,
   limit: number,
   limitText: string,
-  counted: number,
-  msLeft: number,
+  count: number,
+  endsAt: number,
+  refuses: boolean,
   nowMs: number,
 ): WindowState {
-  const ms = Math.max(msLeft, 1);
+  const ms = Math.max(endsAt - nowMs, 1);
   return {
+    name,
+    limit,
     limitText,
-    remaining: Math.max(0, limit - counted),
+    remaining: Math.max(0, limit - count),
     resetSeconds: Math.max(1, Math.ceil(ms / 1000)),
     resetAt: Math.ceil((nowMs + ms) / 1000),
+    refuses,
   };
 }
 
-/** Decides from the counters, which already include this request's cost. */
-export function decide(input: DecisionInput): Decision {
-  const { rate, quota, cost, nowMs } = input;
-  const overRate = rate !== undefined && rate.count.consumed > rate.rule.limit;
-  const overQuota = quota !== undefined && quota.count.consumed > quota.rule.limit;
-  const allowed = input.dryRun || !(overRate || overQuota);
-  // A refused request's points are refunded, so they are not shown as taken.
-  const taken = allowed ? 0 : cost;
-  let refused: Refused | undefined;
-  let rateState: WindowState | undefined;
-  let quotaState: WindowState | undefined;
-  if (rate !== undefined) {
-    const { rule, count } = rate;
-    rateState = windowState(
+// Which of two states a header shows: the one with fewer points left, on a tie the later reset.
+function tighter(a: WindowState, b: WindowState): WindowState {
+  if (a.remaining !== b.remaining) return a.remaining < b.remaining ? a : b;
+  return b.resetSeconds > a.resetSeconds ? b : a;
+}
+
+/**
+ * Decides from what the store counted for `plan`'s slots (its rate limits in order, then its
+ * quota). Counts include this request's cost when it was added.
+ */
+export function decide(
+  plan: Plan,
+  counted: Counted,
+  cost: number,
+  nowMs: number,
+  dryRun: boolean,
+): Decision {
+  const { counts, endsAt, added } = counted;
+  const over = (index: number, limit: number): boolean =>
+    refuses(counts[index] ?? 0, added, cost, limit);
+  const limits: WindowState[] = [];
+  let header: WindowState | undefined;
+  let naming: WindowState | undefined;
+  let naming429: Refusal | undefined;
+  let window = "";
+  plan.rates.forEach((rule, i) => {
+    const state = windowState(
+      rule.name,
       rule.limit,
       rule.limitText,
-      count.consumed - taken,
-      count.msBeforeNext,
+      counts[i] ?? 0,
+      endsAt[i] ?? nowMs,
+      over(i, rule.limit),
       nowMs,
     );
-    if (overRate) {
-      refused = {
-        refusal: "rate_limited",
-        retryAfter: rateState.resetSeconds,
-        limit: rule.limit,
-        window: rule.window,
-      };
+    limits.push(state);
+    header = header === undefined ? state : tighter(header, state);
+    if (state.refuses && (naming === undefined || state.resetSeconds > naming.resetSeconds)) {
+      naming = state;
+      naming429 = "rate_limited";
+      window = rule.window;
     }
-  }
-  if (quota !== undefined) {
-    const { rule, count } = quota;
-    quotaState = windowState(
+  });
+  // On a refusal by a rate limit, its headers describe the refusing one.
+  const rate = naming ?? header;
+  let quota: WindowState | undefined;
+  if (plan.quota !== undefined) {
+    const i = plan.rates.length;
+    const rule = plan.quota;
+    quota = windowState(
+      QUOTA_POLICY,
       rule.limit,
       rule.limitText,
-      count.consumed - taken,
-      quota.endMs - nowMs,
+      counts[i] ?? 0,
+      endsAt[i] ?? nowMs,
+      over(i, rule.limit),
       nowMs,
     );
-    // SPEC §6: when both refuse, the window with the later reset names the error.
-    if (overQuota && (refused === undefined || quotaState.resetSeconds >= refused.retryAfter)) {
-      refused = {
-        refusal: "quota_exceeded",
-        retryAfter: quotaState.resetSeconds,
-        limit: rule.limit,
-        window: rule.period,
-      };
+    limits.push(quota);
+    // When both refuse, the limit with the later reset names the error.
+    if (quota.refuses && (naming === undefined || quota.resetSeconds >= naming.resetSeconds)) {
+      naming = quota;
+      naming429 = "quota_exceeded";
+      window = rule.period;
     }
   }
+  const retryAfter = limits.reduce(
+    (latest, state) => (state.refuses ? Math.max(latest, state.resetSeconds) : latest),
+    0,
+  );
   return {
-    allowed,
-    refusal: refused?.refusal,
-    rate: rateState,
-    quota: quotaState,
-    retryAfter: refused?.retryAfter ?? 0,
-    limit: refused?.limit ?? 0,
-    window: refused?.window ?? "",
+    allowed: dryRun || naming === undefined,
+    refusal: naming429,
+    rate,
+    quota,
+    limits,
+    retryAfter,
+    policy: naming?.name ?? "",
+    limit: naming?.limit ?? 0,
+    window,
   };
 }

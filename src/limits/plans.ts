@@ -5,13 +5,18 @@
 import { resolve } from "node:path";
 import { durationMs } from "../config/duration.js";
 import type { FileConfig, QuotaConfig, RateLimitConfig } from "../config/schema.js";
-import type { WindowRule } from "./store.js";
+import type { Slot } from "./counters.js";
 import type { Period } from "./windows.js";
 
 /** A rate limit ready for counting. */
 export interface RateRule {
-  /** Which counters: the limit is not part of it, so a changed limit keeps what was counted. */
-  readonly counter: WindowRule;
+  /** The limit's name (`default` for a plan's single `rate_limit`), named in 429 bodies. */
+  readonly name: string;
+  /**
+   * Its counter: the name holds the owner, the limit's name and the window but not the limit, so
+   * a reload that changes only the limit keeps what was counted.
+   */
+  readonly slot: Slot;
   readonly limit: number;
   readonly limitText: string;
   /** The window as written in the file (`1m`), named in 429 bodies. */
@@ -20,17 +25,19 @@ export interface RateRule {
 
 /** A quota ready for counting. */
 export interface QuotaRule {
-  readonly counter: WindowRule;
+  /** Its counter's name; each calendar period adds its start to it. */
+  readonly counterName: string;
   readonly limit: number;
   readonly limitText: string;
   readonly period: Period;
 }
 
-/** What a client (or the anonymous caller) is held to; at least one of the two is set. */
+/** What a client (or the anonymous caller) is held to; at least one limit is set. */
 export interface Plan {
   /** The plan's name, or `client:<id>` for a client held only to its own overrides. */
   readonly name: string;
-  readonly rate: RateRule | undefined;
+  /** Every rate limit, in the file's order; all are enforced. */
+  readonly rates: readonly RateRule[];
   readonly quota: QuotaRule | undefined;
 }
 
@@ -61,16 +68,11 @@ export interface LimitsSettings {
   readonly stateFile: string | undefined;
 }
 
-// Long enough for any calendar month; each quota counter expires at its own period's end.
-const LONGEST_PERIOD_MS: Readonly<Record<Period, number>> = {
-  hour: 3_600_000,
-  day: 86_400_000,
-  month: 31 * 86_400_000,
-};
-
-function rateRule(owner: string, config: RateLimitConfig): RateRule {
+function rateRule(owner: string, name: string, config: RateLimitConfig): RateRule {
+  const windowMs = durationMs(config.window);
   return {
-    counter: { name: `rate:${owner}`, points: config.limit, durationMs: durationMs(config.window) },
+    name,
+    slot: { name: `rate:${owner}:${name}:${windowMs}`, limit: config.limit, ttlMs: windowMs },
     limit: config.limit,
     limitText: String(config.limit),
     window: config.window,
@@ -79,16 +81,15 @@ function rateRule(owner: string, config: RateLimitConfig): RateRule {
 
 function quotaRule(owner: string, config: QuotaConfig): QuotaRule {
   return {
-    counter: {
-      name: `quota:${owner}:${config.period}`,
-      points: config.limit,
-      durationMs: LONGEST_PERIOD_MS[config.period],
-    },
+    counterName: `quota:${owner}:${config.period}`,
     limit: config.limit,
     limitText: String(config.limit),
     period: config.period,
   };
 }
+
+/** The single `rate_limit` form's name. */
+export const DEFAULT_RATE_NAME = "default";
 
 const MEMORY: StoreSettings = { kind: "memory" };
 
@@ -111,7 +112,10 @@ export function compileLimits(file: FileConfig, baseDir: string): LimitsSettings
   for (const [name, plan] of Object.entries(file.plans)) {
     plans.set(name, {
       name,
-      rate: plan.rate_limit === undefined ? undefined : rateRule(`plan:${name}`, plan.rate_limit),
+      rates:
+        plan.rate_limit === undefined
+          ? []
+          : [rateRule(`plan:${name}`, DEFAULT_RATE_NAME, plan.rate_limit)],
       quota: plan.quota === undefined ? undefined : quotaRule(`plan:${name}`, plan.quota),
     });
   }
@@ -120,10 +124,13 @@ export function compileLimits(file: FileConfig, baseDir: string): LimitsSettings
     // SPEC §6: a client without `plan` uses the plan named `default` when one exists.
     const base = plans.get(client.plan ?? "default");
     const owner = `client:${client.id}`;
-    const rate = client.rate_limit === undefined ? base?.rate : rateRule(owner, client.rate_limit);
+    const rates =
+      client.rate_limit === undefined
+        ? (base?.rates ?? [])
+        : [rateRule(owner, DEFAULT_RATE_NAME, client.rate_limit)];
     const quota = client.quota === undefined ? base?.quota : quotaRule(owner, client.quota);
-    if (rate === undefined && quota === undefined) continue;
-    clients.set(client.id, { name: base?.name ?? owner, rate, quota });
+    if (rates.length === 0 && quota === undefined) continue;
+    clients.set(client.id, { name: base?.name ?? owner, rates, quota });
   }
   const { limits } = file;
   return {

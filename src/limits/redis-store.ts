@@ -1,42 +1,70 @@
 /**
- * The Redis store: counters shared by every replica that names the same Redis and key prefix
- * (SPEC §4.4), through rate-limiter-flexible's Redis limiter, whose increment is one atomic Lua
- * script. Every call is bounded by `redis.timeout`; while Redis is down or slow, `on_outage`
- * decides: `local` counts in this process's memory instead (RLF's insurance limiter), `open` and
- * `closed` let the call fail and leave the answer to the limits stage.
+ * The Redis store: counters shared by every replica that names the same Redis and key prefix.
+ * A request's batch is one Lua script, so every limit is checked and committed in one atomic
+ * step and one round trip; all the keys of a subject share one Redis Cluster hash tag
+ * (`<prefix>{<subject>}:<counter>`), so the script's keys live on one node. Every call is bounded
+ * by `redis.timeout`; while Redis is down or slow, `on_outage` decides: `local` counts in this
+ * process's memory instead, `open` and `closed` let the call fail and leave the answer to the
+ * limits stage. What Redis counted is only ever corrected in Redis, and what the fallback counted
+ * only in the fallback.
  */
-import { RateLimiterMemory, RateLimiterRedis } from "rate-limiter-flexible";
 import type { Metrics } from "../metrics.js";
+import { slotEnd, type Counted, type CounterStore, type Slot } from "./counters.js";
+import { createLocalBlocks } from "./local-blocks.js";
+import { createMemoryStore, type MemoryStore } from "./memory-store.js";
 import type { RedisSettings } from "./plans.js";
 import type { RedisConnection } from "./redis-connection.js";
-import { ruleFingerprint, type LimiterStore, type WindowRule } from "./store.js";
 
 /**
- * A memory limiter standing in for Redis during an outage (`on_outage: local`); each call it
- * answers is a fallback, counted for /metrics.
+ * KEYS: the counters. ARGV: cost, force (1/0), then each counter's limit, then each one's
+ * lifetime in ms for a counter created now. Reads every counter; when each has room for the cost
+ * (or force), adds it to all of them. A cost of 0 only reads; a negative cost takes points back
+ * from counters that exist, never below 0. Answers: added (1/0), the counts, the PTTLs.
  */
-class FallbackLimiter extends RateLimiterMemory {
-  constructor(
-    options: ConstructorParameters<typeof RateLimiterMemory>[0],
-    private readonly onFallback: () => void,
-  ) {
-    super(options);
-  }
+const COUNT_SCRIPT = `
+local cost = tonumber(ARGV[1])
+local n = #KEYS
+local out = {0}
+local room = true
+for i = 1, n do
+  local v = tonumber(redis.call('GET', KEYS[i]) or '0')
+  out[1 + i] = v
+  if v + cost > tonumber(ARGV[2 + i]) then room = false end
+end
+if cost ~= 0 and (room or ARGV[2] == '1') then
+  out[1] = 1
+  for i = 1, n do
+    if cost > 0 then
+      out[1 + i] = redis.call('INCRBY', KEYS[i], cost)
+    elseif out[1 + i] > 0 then
+      out[1 + i] = redis.call('DECRBY', KEYS[i], math.min(-cost, out[1 + i]))
+    end
+  end
+end
+for i = 1, n do
+  local t = redis.call('PTTL', KEYS[i])
+  if t == -1 then
+    t = tonumber(ARGV[2 + n + i])
+    redis.call('PEXPIRE', KEYS[i], t)
+  end
+  out[1 + n + i] = t
+end
+return out
+`;
 
-  override penalty(...args: Parameters<RateLimiterMemory["penalty"]>) {
-    this.onFallback();
-    return super.penalty(...args);
-  }
+/** The command the script is defined as on each connection. */
+const COMMAND = "gatehouseCount";
 
-  override reward(...args: Parameters<RateLimiterMemory["reward"]>) {
-    this.onFallback();
-    return super.reward(...args);
-  }
+interface ScriptClient {
+  [COMMAND](...args: Array<string | number>): Promise<number[]>;
+}
 
-  override get(...args: Parameters<RateLimiterMemory["get"]>) {
-    this.onFallback();
-    return super.get(...args);
-  }
+/** A Redis store; `close` stops its fallback's background sweep. */
+export type RedisStore = CounterStore & { close(): void };
+
+/** The key of one counter in Redis. */
+export function redisKey(prefix: string, subject: string, slot: Slot): string {
+  return `${prefix}{${subject}}:${slot.name}`;
 }
 
 /**
@@ -47,45 +75,90 @@ export function createRedisStore(
   connection: RedisConnection,
   settings: RedisSettings,
   metrics: Metrics,
-): LimiterStore {
+  now: () => number,
+): RedisStore {
+  const { client } = connection;
   // The connection's commands are bounded by the timeout of the store in force.
-  connection.client.options.commandTimeout = settings.timeoutMs;
-  const onFallback = (): void => metrics.limiterFallbacks.inc();
-  const limiters = new Map<string, { redis: RateLimiterRedis; fallback?: FallbackLimiter }>();
-  return {
-    kind: "redis",
-    healthy: connection.healthy,
-    limiter(rule: WindowRule) {
-      const key = ruleFingerprint(rule);
-      let entry = limiters.get(key);
-      if (entry === undefined) {
-        // Redis keys expire in whole seconds (SET ... EX). The window is part of the key, as it
-        // is of the fingerprint: a key keeps the lifetime it was created with.
-        const duration = Math.max(1, Math.ceil(rule.durationMs / 1000));
-        const fallback =
-          settings.onOutage === "local"
-            ? new FallbackLimiter(
-                { keyPrefix: `fallback:${rule.name}`, points: rule.points, duration },
-                onFallback,
-              )
-            : undefined;
-        const redis = new RateLimiterRedis({
-          storeClient: connection.client,
-          keyPrefix: `${settings.keyPrefix}${rule.name}:${duration}s`,
-          points: rule.points,
-          duration,
-          // Not connected: fail (or fall back) at once instead of waiting for the timeout.
-          rejectIfRedisNotReady: true,
-          insuranceLimiter: fallback,
-        });
-        entry = fallback === undefined ? { redis } : { redis, fallback };
-        limiters.set(key, entry);
-      } else if (entry.redis.points !== rule.points) {
-        // The same counters under a new limit, as in the memory store.
-        entry.redis.points = rule.points;
-        if (entry.fallback !== undefined) entry.fallback.points = rule.points;
+  client.options.commandTimeout = settings.timeoutMs;
+  if (!(COMMAND in client)) client.defineCommand(COMMAND, { lua: COUNT_SCRIPT });
+  const script = client as unknown as ScriptClient;
+  const fallback: MemoryStore | undefined =
+    settings.onOutage === "local" ? createMemoryStore({ now, where: "fallback" }) : undefined;
+  const blocks = createLocalBlocks();
+
+  const run = (
+    subject: string,
+    slots: readonly Slot[],
+    cost: number,
+    force: boolean,
+    nowMs: number,
+  ): Promise<Counted> => {
+    const args: Array<string | number> = [slots.length];
+    for (const slot of slots) args.push(redisKey(settings.keyPrefix, subject, slot));
+    args.push(cost, force ? 1 : 0);
+    for (const slot of slots) args.push(slot.limit);
+    for (const slot of slots) args.push(Math.max(1, slotEnd(slot, nowMs) - nowMs));
+    return script[COMMAND](...args).then((reply) => {
+      const n = slots.length;
+      const counts: number[] = [];
+      const endsAt: number[] = [];
+      for (let i = 0; i < n; i++) {
+        counts.push(Number(reply[1 + i]));
+        const ttl = Number(reply[1 + n + i]);
+        endsAt.push(ttl >= 0 ? nowMs + ttl : slotEnd(slots[i] as Slot, nowMs));
       }
-      return entry.redis;
+      return { added: reply[0] === 1, counts, endsAt, where: "store" };
+    });
+  };
+  // Redis did not answer: the fallback counts under `local`; otherwise the limits stage decides.
+  const orFallback = (error: unknown, counting: (store: MemoryStore) => Counted): Counted => {
+    if (fallback === undefined) throw error;
+    metrics.limiterFallbacks.inc();
+    return counting(fallback);
+  };
+
+  return {
+    healthy: connection.healthy,
+    commit(subject, slots, cost, force, nowMs) {
+      if (!force) {
+        const blocked = blocks.check(subject, slots, cost, nowMs);
+        if (blocked !== undefined) {
+          metrics.limiterLocalBlocks.inc();
+          return blocked;
+        }
+      }
+      metrics.limiterRoundTrips.inc();
+      return run(subject, slots, cost, force, nowMs).then(
+        (counted) => {
+          if (!counted.added) blocks.record(subject, slots, counted);
+          return counted;
+        },
+        (error: unknown) =>
+          orFallback(error, (store) => store.commit(subject, slots, cost, force, nowMs)),
+      );
+    },
+    read(subject, slots, nowMs) {
+      metrics.limiterRoundTrips.inc();
+      return run(subject, slots, 0, false, nowMs).catch((error: unknown) =>
+        orFallback(error, (store) => store.read(subject, slots, nowMs)),
+      );
+    },
+    async takeBack(subject, slots, points, where, nowMs) {
+      if (where === "fallback") {
+        await fallback?.takeBack(subject, slots, points, where, nowMs);
+        return;
+      }
+      // Counted in Redis, so taken back in Redis or not at all: never credited to the fallback.
+      metrics.limiterRoundTrips.inc();
+      await run(subject, slots, -points, true, nowMs).catch(() => undefined);
+    },
+    async reset(subject, slots) {
+      blocks.forget(subject);
+      await fallback?.reset(subject, slots);
+      await client.del(...slots.map((slot) => redisKey(settings.keyPrefix, subject, slot)));
+    },
+    close() {
+      fallback?.close();
     },
   };
 }

@@ -1,30 +1,24 @@
 /**
  * The memory store's counters on disk, so a rolling restart does not hand every client a fresh
- * quota (BAD_INPUTS D14). Written on graceful shutdown, read at start.
+ * quota. Written on graceful shutdown, read at start; each counter keeps its own end, so a long
+ * window (a monthly quota) goes on where it was.
  */
 import { readFile, rename, writeFile } from "node:fs/promises";
 import type { Logger } from "pino";
 import { z } from "zod";
-import type { MemoryLimiterStore, SavedCounters } from "./store.js";
+import type { MemoryStore, SavedCounter } from "./memory-store.js";
 
+// Version 2: one list of counters, each with its end. Files of version 1 (counters of the earlier
+// limiter, by rule) are reported as unreadable: counters then start empty, as without a file.
 const StateSchema = z.object({
-  version: z.literal(1),
+  version: z.literal(2),
   savedAt: z.number(),
-  counters: z.record(
-    z.string(),
-    z.array(
-      z.object({
-        key: z.union([z.string(), z.number()]),
-        value: z.number(),
-        expiresAt: z.number().nullable(),
-      }),
-    ),
-  ),
+  counters: z.array(z.object({ key: z.string(), value: z.number(), endsAt: z.number() })),
 });
 
 /** What reading the state file found. */
 export type StateRead =
-  | { readonly kind: "loaded"; readonly counters: SavedCounters }
+  | { readonly kind: "loaded"; readonly counters: readonly SavedCounter[] }
   | { readonly kind: "missing" }
   | { readonly kind: "invalid"; readonly reason: string };
 
@@ -51,11 +45,11 @@ export async function readStateFile(path: string): Promise<StateRead> {
 /** Writes `counters` to `path` through a temporary file and a rename, so readers never see half. */
 export async function writeStateFile(
   path: string,
-  counters: SavedCounters,
+  counters: readonly SavedCounter[],
   nowMs: number,
 ): Promise<void> {
   const temporary = `${path}.${process.pid}.tmp`;
-  await writeFile(temporary, JSON.stringify({ version: 1, savedAt: nowMs, counters }), {
+  await writeFile(temporary, JSON.stringify({ version: 2, savedAt: nowMs, counters }), {
     mode: 0o600,
   });
   await rename(temporary, path);
@@ -63,13 +57,14 @@ export async function writeStateFile(
 
 /** Puts the counters saved at `path` back into `store`; problems are logged, never fatal. */
 export async function restoreCounters(
-  store: MemoryLimiterStore,
+  store: MemoryStore,
   path: string,
+  nowMs: number,
   log: Logger,
 ): Promise<void> {
   const read = await readStateFile(path);
   if (read.kind === "loaded") {
-    store.restore(read.counters);
+    store.restore(read.counters, nowMs);
     log.info({ stateFile: path }, "limit counters restored from the state file");
   } else if (read.kind === "invalid") {
     // Starting with fresh counters beats not starting: the file is only an optimisation.
@@ -82,13 +77,13 @@ export async function restoreCounters(
 
 /** Saves the counters of `store` to `path`; a failure is logged, so shutdown still completes. */
 export async function saveCounters(
-  store: MemoryLimiterStore,
+  store: MemoryStore,
   path: string,
   nowMs: number,
   log: Logger,
 ): Promise<void> {
   try {
-    await writeStateFile(path, store.save(), nowMs);
+    await writeStateFile(path, store.save(nowMs), nowMs);
     log.info({ stateFile: path }, "limit counters saved to the state file");
   } catch (error) {
     log.error({ stateFile: path, err: error }, "could not save the limit counters");

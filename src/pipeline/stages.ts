@@ -14,7 +14,7 @@ import { createLimitsStage } from "../stages/limits.js";
 import { createRequestIdStage } from "../stages/request-id.js";
 import { createRouteStage } from "../stages/route.js";
 import { createTokenEndpointStage } from "../stages/token-endpoint.js";
-import type { LimiterStore } from "../limits/store.js";
+import type { CounterStore } from "../limits/counters.js";
 import type { Forwarder } from "../upstream/forwarder.js";
 import type { Stage } from "./context.js";
 import type { Services } from "./services.js";
@@ -24,14 +24,18 @@ export interface PipelineDeps {
   readonly services: Services;
   readonly forwarder: Forwarder;
   /** Counters live here, across reloads. */
-  readonly limiterStore: LimiterStore;
+  readonly limiterStore: CounterStore;
 }
 
 /** Builds the ordered stages for one config snapshot. */
 export function buildStages(config: Snapshot, deps: PipelineDeps): readonly Stage[] {
   const { services } = deps;
   // One count per IP for both ways of failing to authenticate: client secrets and bearer tokens.
-  const failures = createFailureLimiter(deps.limiterStore, config.tokens.failureLimit);
+  const failures = createFailureLimiter(
+    deps.limiterStore,
+    config.tokens.failureLimit,
+    services.now,
+  );
   return Object.freeze([
     // First, so that every answer (a 400 too) carries X-Request-Id.
     createRequestIdStage(services.newId),

@@ -5,7 +5,7 @@ import type { Decision } from "../limits/decide.js";
 import { createEnforcer, type PreparedPlan } from "../limits/enforce.js";
 import { renderDecision } from "../limits/headers.js";
 import type { LimitsSettings } from "../limits/plans.js";
-import type { LimiterStore } from "../limits/store.js";
+import type { CounterStore } from "../limits/counters.js";
 import { errorReply, type Outcome, type RequestContext, type Stage } from "../pipeline/context.js";
 import type { Services } from "../pipeline/services.js";
 
@@ -25,7 +25,7 @@ const LIMITS_UNAVAILABLE = errorReply(
 export function createLimitsStage(
   settings: LimitsSettings,
   trusted: BlockList | null,
-  store: LimiterStore,
+  store: CounterStore,
   services: Services,
 ): Stage {
   const enforcer = createEnforcer(settings, store, services.now);

@@ -248,7 +248,7 @@ export function createTokenEndpointStage(
     if (record === undefined || !matches) {
       return fail(record === undefined ? "unknown_client" : "wrong_secret", INVALID_CLIENT);
     }
-    await limiterCall(failures.succeeded(keys));
+    await limiterCall(failures.succeeded(decision));
     const issued = await issueToken(settings, credentials.id, services.now());
     ctx.clientId = credentials.id;
     metrics.tokensIssued.inc();

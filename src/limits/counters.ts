@@ -1,0 +1,80 @@
+/**
+ * The seam between the limits and where their counters live. A request's limits are counted as
+ * one batch: every counter of the batch has room for the request's points and all of them take
+ * the points, or none does (a refused request consumes nothing, and nothing is refunded).
+ * Counters are fixed windows: a counter starts with the first points it takes and ends `ttlMs`
+ * later; a calendar quota names its period in the counter's name and lives until the period ends.
+ */
+
+/** One counter that a batch counts against. */
+export interface Slot {
+  /** The counter's name within its subject, e.g. `rate:plan:standard:burst:1000`. */
+  readonly name: string;
+  /** Points allowed while the counter lives. */
+  readonly limit: number;
+  /** How long a counter created now lives, in milliseconds. */
+  readonly ttlMs: number;
+  /** When set, a counter created at any time ends then (a calendar period's end), epoch ms. */
+  readonly endsAt?: number;
+}
+
+/** When a counter of `slot` created at `nowMs` ends. */
+export function slotEnd(slot: Slot, nowMs: number): number {
+  return slot.endsAt ?? nowMs + slot.ttlMs;
+}
+
+/** Where a batch was counted: the store itself, or the Redis store's local fallback. */
+export type Where = "store" | "fallback";
+
+/** What a batch found, slot by slot, in the order of the slots. */
+export interface Counted {
+  /** Whether the points were added: every slot had room, or the batch was forced. */
+  readonly added: boolean;
+  /** Points in each counter: after this batch's when `added`, else as they were. */
+  readonly counts: readonly number[];
+  /** When each counter ends, epoch milliseconds. */
+  readonly endsAt: readonly number[];
+  readonly where: Where;
+  /** True when no store was asked: a replica's own record of a refusal answered. */
+  readonly local?: boolean;
+}
+
+/** Counts batches for subjects (`client:<id>`, `ip:<address>`): the memory or the Redis store. */
+export interface CounterStore {
+  /**
+   * Adds `cost` to every slot of `subject` when each has room for it (`force`: in any case, for
+   * dry runs and counted failures), atomically; at once in memory, as a promise elsewhere.
+   */
+  commit(
+    subject: string,
+    slots: readonly Slot[],
+    cost: number,
+    force: boolean,
+    nowMs: number,
+  ): Counted | Promise<Counted>;
+  /** Reads the slots without adding anything. */
+  read(subject: string, slots: readonly Slot[], nowMs: number): Counted | Promise<Counted>;
+  /**
+   * Takes `points` back from counters that `where` counted (a client that authenticated after
+   * its attempt was counted); never moves them to another place, and never revives an ended one.
+   */
+  takeBack(
+    subject: string,
+    slots: readonly Slot[],
+    points: number,
+    where: Where,
+    nowMs: number,
+  ): Promise<void>;
+  /** Deletes every counter of `subject` named by `slots`. */
+  reset(subject: string, slots: readonly Slot[]): Promise<void>;
+  /** Whether the counters can be reached now (memory: always). */
+  healthy(): boolean;
+}
+
+/**
+ * Whether a counter refuses `cost` more points: `count` is what the store reported for it, which
+ * includes the cost when the batch was `added` (then this tells whether a dry run would refuse).
+ */
+export function refuses(count: number, added: boolean, cost: number, limit: number): boolean {
+  return (added ? count : count + cost) > limit;
+}

@@ -15,8 +15,7 @@ import { loadSnapshot, type Snapshot } from "./config/snapshot.js";
 import { createConfigStore, type ConfigStore, type ReloadResult } from "./config/store.js";
 import { restoreCounters, saveCounters } from "./limits/state-file.js";
 import type { StoreSettings } from "./limits/plans.js";
-import { connectRedis, type RedisConnection } from "./limits/redis-connection.js";
-import { createRedisStore, type RedisStore } from "./limits/redis-store.js";
+import type { RedisStores } from "./limits/redis-stores.js";
 import type { CounterStore } from "./limits/counters.js";
 import { createMemoryStore } from "./limits/memory-store.js";
 import { createEphemeralKeys } from "./tokens/keys.js";
@@ -24,7 +23,7 @@ import { createPlainSecrets } from "./tokens/secrets.js";
 import { createClientErrorHandler } from "./http/client-errors.js";
 import { createRequestIds } from "./http/request-ids.js";
 import { createAccessLog, createLogger, type AccessLog } from "./log.js";
-import { createMetrics, showLimiterStoreUp, type Metrics } from "./metrics.js";
+import { createMetrics, type Metrics } from "./metrics.js";
 import type { RequestContext, Stage } from "./pipeline/context.js";
 import { runPipeline } from "./pipeline/runner.js";
 import type { Lifecycle, Services } from "./pipeline/services.js";
@@ -122,40 +121,24 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
   if (first.limits.stateFile !== undefined) {
     await restoreCounters(memoryStore, first.limits.stateFile, services.now(), log);
   }
-  const redisConnections = new Map<string, RedisConnection>();
-  const redisStores = new Map<string, RedisStore>();
-  const storeFor = (settings: StoreSettings): CounterStore => {
+  // Redis's client is loaded with the first config that names Redis, never for the memory store.
+  let redisStores: Promise<RedisStores> | undefined;
+  const loadRedisStores = (): Promise<RedisStores> =>
+    (redisStores ??= import("./limits/redis-stores.js").then((module) =>
+      module.createRedisStores({ log, metrics, now: services.now }),
+    ));
+  const storeFor = (settings: StoreSettings): CounterStore | Promise<CounterStore> => {
     if (settings.kind === "memory") return memoryStore;
-    const key = redisStoreKey(settings);
-    let redis = redisStores.get(key);
-    if (redis === undefined) {
-      let connection = redisConnections.get(settings.url);
-      if (connection === undefined) {
-        connection = connectRedis(settings, { log, metrics });
-        redisConnections.set(settings.url, connection);
-      }
-      redis = createRedisStore(connection, settings, metrics, services.now);
-      redisStores.set(key, redis);
-    }
-    return redis;
+    return loadRedisStores().then((stores) => stores.storeFor(settings));
   };
   // What the config in force does not use is let go: its connection is closed.
-  const releaseRedis = (inForce: StoreSettings | undefined): Promise<unknown> => {
-    const url = inForce?.kind === "redis" ? inForce.url : undefined;
-    const key = inForce?.kind === "redis" ? redisStoreKey(inForce) : undefined;
-    for (const [stored, redis] of [...redisStores]) {
-      if (stored === key) continue;
-      redisStores.delete(stored);
-      redis.close();
-    }
-    const closing = [...redisConnections].filter(([connected]) => connected !== url);
-    for (const [connected] of closing) redisConnections.delete(connected);
-    showLimiterStoreUp(metrics, url !== undefined);
-    return Promise.all(closing.map(([, connection]) => connection.close()));
+  const releaseRedis = async (inForce: StoreSettings | undefined): Promise<void> => {
+    if (redisStores === undefined) return;
+    await (await redisStores).release(inForce?.kind === "redis" ? inForce : undefined);
   };
 
   const forwarders = new Map<string, Forwarder>();
-  const prepare = (config: Snapshot): Runtime => {
+  const prepare = async (config: Snapshot): Promise<Runtime> => {
     if (config.tokens.ephemeralKey) {
       log.warn(
         "no signing key configured (tokens.signing): tokens are signed with a key generated at start; they die with the process and are not shared between replicas",
@@ -167,7 +150,7 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
       forwarder = createForwarder(config.upstream, services);
       forwarders.set(key, forwarder);
     }
-    const limiterStore = storeFor(config.limits.store);
+    const limiterStore = await storeFor(config.limits.store);
     return {
       config,
       forwarder,
@@ -183,7 +166,7 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
     plainSecrets,
     log,
     metrics,
-    initial: prepare(first),
+    initial: await prepare(first),
     prepare,
     onSwap(previous, next) {
       if (previous.forwarder !== next.forwarder) {
@@ -265,7 +248,6 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
 
   const listen = options.listen ?? first.listen;
   const adminListen = options.adminListen ?? first.adminListen;
-  showLimiterStoreUp(metrics, first.limits.store.kind === "redis");
   try {
     await listenOn(server, listen);
     await listenOn(admin, adminListen);
@@ -329,12 +311,6 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
     reload: (trigger = "api") => store.reload(trigger),
     shutdown,
   };
-}
-
-// The Redis settings that make a store: another prefix, timeout or outage policy is another store
-// over the same connection (one per URL).
-function redisStoreKey(settings: Extract<StoreSettings, { kind: "redis" }>): string {
-  return JSON.stringify([settings.url, settings.keyPrefix, settings.timeoutMs, settings.onOutage]);
 }
 
 function limitsReady(runtime: Runtime): boolean {

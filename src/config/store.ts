@@ -22,7 +22,7 @@ export interface ConfigStoreOptions<T extends { readonly config: Snapshot }> ext
   /** The first, already loaded runtime. */
   readonly initial: T;
   /** Builds the runtime for a new snapshot; may reuse parts of the previous one. */
-  readonly prepare: (config: Snapshot, previous: T) => T;
+  readonly prepare: (config: Snapshot, previous: T) => T | Promise<T>;
   /** Called after a swap with the runtime that was replaced. */
   readonly onSwap?: (previous: T, next: T) => void;
 }
@@ -69,7 +69,7 @@ export function createConfigStore<T extends { readonly config: Snapshot }>(
     }
     let next: T;
     try {
-      next = options.prepare(config, current);
+      next = await options.prepare(config, current);
     } catch (error) {
       metrics.configReloads.inc({ result: "failure" });
       log.error({ trigger, err: error }, "config reload failed; the running config stays in force");

@@ -15,7 +15,10 @@ export interface Metrics {
   readonly configHash: Gauge<"hash">;
   readonly tokensIssued: Counter<string>;
   readonly authFailures: Counter<"reason">;
-  readonly limitRefusals: Counter<"refusal" | "dry_run">;
+  /** Requests over a limit, by refusal, plan and limit name (`quota` for the quota). */
+  readonly limitRefusals: Counter<"refusal" | "dry_run" | "plan" | "limit">;
+  /** Allowed requests that left 20% or less of a limit. */
+  readonly limitNear: Counter<"plan" | "limit">;
   /** 1 while the Redis store answers (absent with the memory store). */
   readonly limiterStoreUp: Gauge;
   readonly limiterStoreErrors: Counter<"on_outage">;
@@ -69,8 +72,14 @@ export function createMetrics(): Metrics {
     }),
     limitRefusals: new Counter({
       name: "gatehouse_limit_refusals_total",
-      help: "Requests over a limit, by refusal; dry_run=true ones were let through.",
-      labelNames: ["refusal", "dry_run"],
+      help: "Requests over a limit, by refusal, plan and limit; dry_run=true ones were let through.",
+      labelNames: ["refusal", "dry_run", "plan", "limit"],
+      registers: [registry],
+    }),
+    limitNear: new Counter({
+      name: "gatehouse_limit_near_total",
+      help: "Allowed requests that left 20% or less of a limit, by plan and limit.",
+      labelNames: ["plan", "limit"],
       registers: [registry],
     }),
     limiterStoreUp: new Gauge({

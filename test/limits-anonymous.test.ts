@@ -61,7 +61,15 @@ t.test("Remaining counts down to 0, then 429 with every header and the JSON body
   t.match(reset, /^\d+$/, "the 429 carries X-RateLimit-Reset, in whole seconds");
   t.equal(retryAfter, reset, "only the rate refused: Retry-After is its window's reset");
   const body = (await refused.json()) as Record<string, unknown>;
-  t.strictSame(Object.keys(body).sort(), ["error", "limit", "message", "retry_after", "window"]);
+  t.strictSame(Object.keys(body).sort(), [
+    "error",
+    "limit",
+    "message",
+    "policy",
+    "retry_after",
+    "window",
+  ]);
+  t.equal(body.policy, "default", "the one-limit form's name");
   t.equal(body.error, "rate_limited");
   t.equal(body.retry_after, Number(retryAfter));
   t.equal(body.limit, 3);

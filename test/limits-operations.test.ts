@@ -49,7 +49,10 @@ t.test(
     const metrics = await (
       await fetch(`http://127.0.0.1:${g.gatehouse.adminAddress.port}/metrics`)
     ).text();
-    t.match(metrics, /gatehouse_limit_refusals_total\{refusal="rate_limited",dry_run="true"\} 2/);
+    t.match(
+      metrics,
+      /gatehouse_limit_refusals_total\{refusal="rate_limited",dry_run="true",plan="anonymous",limit="default"\} 2/,
+    );
 
     // All 3 were counted only if a limit of 3, the same window, refuses the next request.
     await g.writeConfig(anonymous(3, "1m", "limits:\n  dry_run: false\n"));

@@ -3,7 +3,7 @@ import { addressKey } from "../src/limits/client-key.js";
 import type { Counted } from "../src/limits/counters.js";
 import { decide } from "../src/limits/decide.js";
 import { preparePlan } from "../src/limits/enforce.js";
-import { renderDecision } from "../src/limits/headers.js";
+import { renderDecision, type HeaderStyle } from "../src/limits/headers.js";
 import { createMemoryStore } from "../src/limits/memory-store.js";
 import type { Plan, QuotaRule, RateRule } from "../src/limits/plans.js";
 import { createPeriodClock, periodAt } from "../src/limits/windows.js";
@@ -25,6 +25,7 @@ const quota: QuotaRule = {
   period: "day",
 };
 const NOW = Date.UTC(2026, 2, 31, 23, 59, 30);
+const X_RATELIMIT: HeaderStyle = { reset: "seconds", xRateLimit: true, ietf: false };
 const plan = (rates: RateRule[], withQuota = true): Plan => ({
   name: "p",
   rates,
@@ -195,7 +196,7 @@ t.test("renderDecision writes headers once and the 429", async (t) => {
     false,
   );
   const headers: Record<string, string> = {};
-  t.equal(renderDecision(allowed, headers, "seconds"), undefined);
+  t.equal(renderDecision(allowed, headers, X_RATELIMIT, ""), undefined);
   t.strictSame(headers, {
     "x-ratelimit-limit": "5",
     "x-ratelimit-remaining": "4",
@@ -204,12 +205,12 @@ t.test("renderDecision writes headers once and the 429", async (t) => {
     "x-request-quota-limit-remaining": "9",
   });
   const unix: Record<string, string> = {};
-  renderDecision(allowed, unix, "unix");
+  renderDecision(allowed, unix, { ...X_RATELIMIT, reset: "unix" }, "");
   t.equal(unix["x-ratelimit-reset"], String(Math.ceil((NOW + 60_000) / 1000)));
 
   const refused = decide(plan([rate], false), counted(false, [5, NOW + 7000]), 1, NOW, false);
   const onlyRate: Record<string, string> = {};
-  const reply = renderDecision(refused, onlyRate, "seconds");
+  const reply = renderDecision(refused, onlyRate, X_RATELIMIT, "");
   t.equal(onlyRate["x-request-quota-limit"], undefined, "no quota, no quota headers");
   t.strictSame(reply, {
     status: 429,
@@ -220,6 +221,7 @@ t.test("renderDecision writes headers once and the 429", async (t) => {
       retry_after: 7,
       limit: 5,
       window: "1m",
+      policy: "default",
     },
   });
 });

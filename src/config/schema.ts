@@ -267,14 +267,44 @@ export const QuotaSchema = z
   })
   .describe("A quota, reported in X-Request-Quota-* headers.");
 
+/** Several named rate limits, all enforced; `quota` is the quota's name among them. */
+export const RateLimitsSchema = z
+  .record(
+    z
+      .string()
+      .regex(/^[A-Za-z0-9_-]{1,32}$/, { error: "must be 1 to 32 characters from A-Z a-z 0-9 _ -" })
+      .refine((name) => name !== "quota", { error: '"quota" is the quota\'s name' }),
+    RateLimitSchema,
+  )
+  .refine((limits) => Object.keys(limits).length > 0, { error: "must name at least one limit" })
+  .describe("Named rate limits, all enforced (for example burst and sustained).");
+
+// A plan or a client override has the one-limit form or the named form, not both.
+function oneRateForm(
+  limits: { rate_limit?: unknown; rate_limits?: unknown },
+  ctx: z.RefinementCtx,
+): void {
+  if (limits.rate_limit !== undefined && limits.rate_limits !== undefined) {
+    ctx.addIssue({
+      code: "custom",
+      path: ["rate_limits"],
+      message: "has both rate_limit and rate_limits; keep one",
+    });
+  }
+}
+
 const PlanSchema = z
   .strictObject({
     rate_limit: RateLimitSchema.optional(),
+    rate_limits: RateLimitsSchema.optional(),
     quota: QuotaSchema.optional(),
   })
-  .refine((plan) => plan.rate_limit !== undefined || plan.quota !== undefined, {
-    error: "needs rate_limit, quota or both",
-  });
+  .superRefine(oneRateForm)
+  .refine(
+    (plan) =>
+      plan.rate_limit !== undefined || plan.rate_limits !== undefined || plan.quota !== undefined,
+    { error: "needs rate_limit (or rate_limits), quota or both" },
+  );
 
 const ClientSchema = z
   .strictObject({
@@ -300,10 +330,12 @@ const ClientSchema = z
       .string()
       .optional()
       .describe('The plan this client uses (default: the plan "default").'),
-    rate_limit: RateLimitSchema.optional().describe("Overrides the plan's rate limit."),
+    rate_limit: RateLimitSchema.optional().describe("Replaces the plan's rate limits."),
+    rate_limits: RateLimitsSchema.optional().describe("Replaces the plan's rate limits."),
     quota: QuotaSchema.optional().describe("Overrides the plan's quota."),
   })
-  .superRefine(checkClientSecret);
+  .superRefine(checkClientSecret)
+  .superRefine(oneRateForm);
 
 const RouteSchema = z
   .strictObject({
@@ -328,6 +360,13 @@ export const FileSchema = z
   .strictObject({
     listen: listenAddress("The public address.").default("0.0.0.0:8080"),
     admin_listen: listenAddress("The admin address serving /metrics.").default("127.0.0.1:9901"),
+    admin_token_env: z
+      .string()
+      .regex(/^([A-Za-z_][A-Za-z0-9_]*)?$/, { error: "must be an environment variable name" })
+      .default("")
+      .describe(
+        "A variable holding the admin API's bearer token; every request but /metrics needs it.",
+      ),
     trusted_proxies: z
       .array(cidr)
       .default([])
@@ -470,6 +509,13 @@ export const FileSchema = z
           .boolean({ error: "must be true or false" })
           .default(false)
           .describe("Count and send headers, but never refuse."),
+        headers: z
+          .array(z.enum(["x-ratelimit", "ietf"], { error: "must be x-ratelimit or ietf" }))
+          .min(1, { error: "must list x-ratelimit, ietf or both" })
+          .default(["x-ratelimit"])
+          .describe(
+            "x-ratelimit: X-RateLimit-* and X-Request-Quota-*; ietf: RateLimit and RateLimit-Policy.",
+          ),
       })
       .refine((limits) => limits.store !== "redis" || limits.state_file === "", {
         path: ["state_file"],

@@ -4,7 +4,8 @@
  * store one batch, which takes the request's points for every limit or for none.
  */
 import type { CounterStore, Slot } from "./counters.js";
-import { decide, type Decision } from "./decide.js";
+import { decide, QUOTA_POLICY, type Decision } from "./decide.js";
+import { policyField } from "./headers.js";
 import type { LimitsSettings, Plan } from "./plans.js";
 import { createPeriodClock, type PeriodSpan } from "./windows.js";
 
@@ -13,6 +14,8 @@ export interface PreparedPlan {
   readonly plan: Plan;
   /** The counters a request at `nowMs` counts against: the rate limits, then the quota's period. */
   slots(nowMs: number): readonly Slot[];
+  /** The plan's `RateLimit-Policy` value at `nowMs` (a monthly quota's window is its month's). */
+  policy(nowMs: number): string;
 }
 
 /** The plans of one snapshot, ready for counting. */
@@ -30,30 +33,47 @@ export interface Enforcer {
 /** Prepares the counters of one plan. */
 export function preparePlan(plan: Plan): PreparedPlan {
   const rateSlots = plan.rates.map((rule) => rule.slot);
+  const policies = plan.rates.map((rule) => ({
+    name: rule.name,
+    limit: rule.limit,
+    windowMs: rule.slot.ttlMs,
+  }));
   const { quota } = plan;
   if (quota === undefined) {
     const fixed = Object.freeze(rateSlots);
-    return { plan, slots: () => fixed };
+    const policy = policyField(policies);
+    return { plan, slots: () => fixed, policy: () => policy };
   }
   const periodAt = createPeriodClock(quota.period);
   let span: PeriodSpan | undefined;
   let slots: readonly Slot[] = [];
+  let policy = "";
+  const at = (nowMs: number): void => {
+    const current = periodAt(nowMs);
+    if (current === span) return;
+    span = current;
+    // A quota counter belongs to one calendar period: the next period starts from zero.
+    const quotaSlot: Slot = {
+      name: `${quota.counterName}@${current.id}`,
+      limit: quota.limit,
+      ttlMs: current.endMs - current.startMs,
+      endsAt: current.endMs,
+    };
+    slots = Object.freeze([...rateSlots, quotaSlot]);
+    policy = policyField([
+      ...policies,
+      { name: QUOTA_POLICY, limit: quota.limit, windowMs: quotaSlot.ttlMs },
+    ]);
+  };
   return {
     plan,
     slots(nowMs) {
-      const current = periodAt(nowMs);
-      if (current !== span) {
-        span = current;
-        // A quota counter belongs to one calendar period: the next period starts from zero.
-        const quotaSlot: Slot = {
-          name: `${quota.counterName}@${current.id}`,
-          limit: quota.limit,
-          ttlMs: current.endMs - current.startMs,
-          endsAt: current.endMs,
-        };
-        slots = Object.freeze([...rateSlots, quotaSlot]);
-      }
+      at(nowMs);
       return slots;
+    },
+    policy(nowMs) {
+      at(nowMs);
+      return policy;
     },
   };
 }

@@ -62,6 +62,8 @@ export interface LimitsSettings {
   /** By client id; a client missing here is not limited. */
   readonly clients: ReadonlyMap<string, Plan>;
   readonly resetHeader: "seconds" | "unix";
+  /** Which header families are sent. */
+  readonly headers: { readonly xRateLimit: boolean; readonly ietf: boolean };
   readonly dryRun: boolean;
   readonly store: StoreSettings;
   /** Absolute path of the memory store's state file, or undefined. */
@@ -91,6 +93,18 @@ function quotaRule(owner: string, config: QuotaConfig): QuotaRule {
 /** The single `rate_limit` form's name. */
 export const DEFAULT_RATE_NAME = "default";
 
+// The rate limits of a plan or a client override, in the file's order; undefined when it has none.
+function rateRules(
+  owner: string,
+  limits: { rate_limit?: RateLimitConfig; rate_limits?: Record<string, RateLimitConfig> },
+): RateRule[] | undefined {
+  if (limits.rate_limit !== undefined) {
+    return [rateRule(owner, DEFAULT_RATE_NAME, limits.rate_limit)];
+  }
+  if (limits.rate_limits === undefined) return undefined;
+  return Object.entries(limits.rate_limits).map(([name, rule]) => rateRule(owner, name, rule));
+}
+
 const MEMORY: StoreSettings = { kind: "memory" };
 
 function redisSettings(redis: FileConfig["limits"]["redis"]): StoreSettings {
@@ -112,10 +126,7 @@ export function compileLimits(file: FileConfig, baseDir: string): LimitsSettings
   for (const [name, plan] of Object.entries(file.plans)) {
     plans.set(name, {
       name,
-      rates:
-        plan.rate_limit === undefined
-          ? []
-          : [rateRule(`plan:${name}`, DEFAULT_RATE_NAME, plan.rate_limit)],
+      rates: rateRules(`plan:${name}`, plan) ?? [],
       quota: plan.quota === undefined ? undefined : quotaRule(`plan:${name}`, plan.quota),
     });
   }
@@ -124,10 +135,8 @@ export function compileLimits(file: FileConfig, baseDir: string): LimitsSettings
     // SPEC §6: a client without `plan` uses the plan named `default` when one exists.
     const base = plans.get(client.plan ?? "default");
     const owner = `client:${client.id}`;
-    const rates =
-      client.rate_limit === undefined
-        ? (base?.rates ?? [])
-        : [rateRule(owner, DEFAULT_RATE_NAME, client.rate_limit)];
+    // A client's own rate limits replace the plan's whole set.
+    const rates = rateRules(owner, client) ?? base?.rates ?? [];
     const quota = client.quota === undefined ? base?.quota : quotaRule(owner, client.quota);
     if (rates.length === 0 && quota === undefined) continue;
     clients.set(client.id, { name: base?.name ?? owner, rates, quota });
@@ -137,6 +146,10 @@ export function compileLimits(file: FileConfig, baseDir: string): LimitsSettings
     anonymous: plans.get("anonymous"),
     clients,
     resetHeader: limits.reset_header,
+    headers: {
+      xRateLimit: limits.headers.includes("x-ratelimit"),
+      ietf: limits.headers.includes("ietf"),
+    },
     dryRun: limits.dry_run,
     store: limits.store === "memory" ? MEMORY : redisSettings(limits.redis),
     stateFile: limits.state_file === "" ? undefined : resolve(baseDir, limits.state_file),

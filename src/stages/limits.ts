@@ -3,7 +3,7 @@ import { clientAddress } from "../http/client-ip.js";
 import { addressKey } from "../limits/client-key.js";
 import type { Decision } from "../limits/decide.js";
 import { createEnforcer, type PreparedPlan } from "../limits/enforce.js";
-import { renderDecision } from "../limits/headers.js";
+import { renderDecision, type HeaderStyle } from "../limits/headers.js";
 import type { LimitsSettings } from "../limits/plans.js";
 import type { CounterStore } from "../limits/counters.js";
 import { errorReply, type Outcome, type RequestContext, type Stage } from "../pipeline/context.js";
@@ -30,23 +30,32 @@ export function createLimitsStage(
 ): Stage {
   const enforcer = createEnforcer(settings, store, services.now);
   const { anonymous, clients } = enforcer;
-  const resetStyle = settings.resetHeader;
+  const style: HeaderStyle = { reset: settings.resetHeader, ...settings.headers };
+  const { metrics } = services;
 
-  const apply = (ctx: RequestContext, plan: PreparedPlan, decision: Decision): Outcome => {
-    const reply = renderDecision(decision, ctx.responseHeaders, resetStyle);
+  const apply = (ctx: RequestContext, entry: PreparedPlan, decision: Decision): Outcome => {
+    const plan = entry.plan.name;
+    const policy = style.ietf ? entry.policy(services.now()) : "";
+    const reply = renderDecision(decision, ctx.responseHeaders, style, policy);
     const { refusal } = decision;
     if (refusal === undefined) {
       ctx.decision = "allowed";
     } else if (decision.allowed) {
       ctx.decision = `dry_run_${refusal}`;
-      services.metrics.limitRefusals.inc({ refusal, dry_run: "true" });
+      metrics.limitRefusals.inc({ refusal, dry_run: "true", plan, limit: decision.policy });
       services.log.info(
-        { requestId: ctx.requestId, plan: plan.plan.name, refusal, clientId: ctx.clientId },
+        { requestId: ctx.requestId, plan, refusal, limit: decision.policy, clientId: ctx.clientId },
         "dry run: the request is over a limit and would have been refused",
       );
     } else {
       ctx.decision = refusal;
-      services.metrics.limitRefusals.inc({ refusal, dry_run: "false" });
+      metrics.limitRefusals.inc({ refusal, dry_run: "false", plan, limit: decision.policy });
+    }
+    if (decision.allowed) {
+      // Near a limit: 20% or less of it left after this request.
+      for (const state of decision.limits) {
+        if (state.remaining * 5 <= state.limit) metrics.limitNear.inc({ plan, limit: state.name });
+      }
     }
     return reply;
   };

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 /** The `gatehouse` command: run the proxy, check a config file, or make secrets and keys. */
 import { parseArgs } from "node:util";
+import { limitsCommand } from "./admin/limits-cli.js";
 import { ConfigError } from "./config/load.js";
 import { loadSnapshot } from "./config/snapshot.js";
 import { startGatehouse } from "./server.js";
@@ -12,10 +13,15 @@ const USAGE = `usage:
   gatehouse check [--config FILE]      validate the file; print every error as FILE:LINE:COL message
   gatehouse hash-secret                read a client secret on stdin, print the value for secret_hash
   gatehouse keygen [--alg EdDSA|ES256] print a new PKCS#8 PEM signing key
+  gatehouse limits show|reset ID [--address] [--admin URL] [--json]
+                                       read or reset a client's counters through the admin API
 `;
 
 /** Exit codes: 0 success, 1 invalid config or failure, 2 usage error. */
 export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Promise<number> {
+  if (argv[0] === "limits") {
+    return limitsCommand(argv.slice(1), env, process.stdout, process.stderr);
+  }
   let parsed;
   try {
     parsed = parseArgs({

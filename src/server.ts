@@ -20,6 +20,8 @@ import type { CounterStore } from "./limits/counters.js";
 import { createMemoryStore } from "./limits/memory-store.js";
 import { createEphemeralKeys } from "./tokens/keys.js";
 import { createPlainSecrets } from "./tokens/secrets.js";
+import { adminRefusal } from "./admin/access.js";
+import { limitsAdmin, type AdminAnswer } from "./admin/limits.js";
 import { createClientErrorHandler } from "./http/client-errors.js";
 import { createRequestIds } from "./http/request-ids.js";
 import { createAccessLog, createLogger, type AccessLog } from "./log.js";
@@ -31,6 +33,7 @@ import { buildStages } from "./pipeline/stages.js";
 import { createForwarder, forwarderKey, type Forwarder } from "./upstream/forwarder.js";
 
 const CONTEXT = Symbol("gatehouse.context");
+type AdminReply = AdminAnswer & { readonly headers?: Record<string, string> };
 type TrackedResponse = ServerResponse & { [CONTEXT]?: RequestContext };
 
 /** What one config snapshot runs with. */
@@ -226,8 +229,31 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
   // its body is needed never invites the body (RFC 9110 §10.1.1).
   server.on("checkContinue", handle);
 
+  const adminHost = (options.adminListen ?? first.adminListen).host;
+  const adminJson = (res: ServerResponse, answer: AdminReply): void => {
+    if (answer.body === undefined) {
+      res.writeHead(answer.status, answer.headers).end();
+      return;
+    }
+    res.writeHead(answer.status, { ...answer.headers, "content-type": "application/json" });
+    res.end(JSON.stringify(answer.body));
+  };
   const admin = createHttpServer((req, res) => {
-    if (req.method === "GET" && (req.url === "/metrics" || req.url?.startsWith("/metrics?"))) {
+    const method = req.method ?? "GET";
+    const path = (req.url ?? "/").split("?")[0] as string;
+    const isMetrics = method === "GET" && path === "/metrics";
+    const refusal = adminRefusal(
+      method,
+      isMetrics,
+      req.headers.authorization,
+      store.current.config.adminToken,
+      adminHost,
+    );
+    if (refusal !== undefined) {
+      adminJson(res, refusal);
+      return;
+    }
+    if (isMetrics) {
       metrics.registry.metrics().then(
         (text) => {
           res.writeHead(200, { "content-type": metrics.registry.contentType });
@@ -240,9 +266,25 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
       );
       return;
     }
-    res.writeHead(404, { "content-type": "application/json" });
-    res.end(
-      JSON.stringify({ error: "not_found", message: "the admin listener serves GET /metrics" }),
+    limitsAdmin(method, path, { current: () => store.current, now: services.now }).then(
+      (answer) =>
+        adminJson(
+          res,
+          answer ?? {
+            status: 404,
+            body: {
+              error: "not_found",
+              message: "the admin listener serves GET /metrics and /limits/...",
+            },
+          },
+        ),
+      (error: unknown) => {
+        log.warn({ err: error }, "admin limits request failed");
+        adminJson(res, {
+          status: 503,
+          body: { error: "limits_unavailable", message: "the limits store cannot be reached" },
+        });
+      },
     );
   });
 

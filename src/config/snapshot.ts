@@ -59,6 +59,8 @@ export interface Snapshot {
   readonly tokens: TokenSettings;
   readonly health: { readonly liveness: string; readonly readiness: string };
   readonly shutdown: { readonly delayMs: number; readonly graceMs: number };
+  /** The admin API's bearer token, from `admin_token_env`; undefined when none is set. */
+  readonly adminToken: string | undefined;
 }
 
 /** Where a problem found while building lies in the file, and what it is. */
@@ -121,6 +123,7 @@ export async function buildSnapshot(
       delayMs: durationMs(file.shutdown.delay),
       graceMs: durationMs(file.shutdown.grace),
     },
+    adminToken: adminToken(file.admin_token_env, options.env, problems),
   };
   if (problems.length > 0) {
     throw new ConfigError(
@@ -129,6 +132,22 @@ export async function buildSnapshot(
     );
   }
   return deepFreeze(snapshot);
+}
+
+// The admin token named by `admin_token_env`: a name whose variable is unset or empty is a
+// problem, not an open admin API.
+function adminToken(
+  name: string,
+  env: NodeJS.ProcessEnv,
+  problems: BuildProblem[],
+): string | undefined {
+  if (name === "") return undefined;
+  const token = env[name];
+  if (token === undefined || token === "") {
+    problems.push({ path: ["admin_token_env"], message: `names ${name}, which is not set` });
+    return undefined;
+  }
+  return token;
 }
 
 // The file's bytes and the keys it names (by their RFC 7638 thumbprints): a key file replaced

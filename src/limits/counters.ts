@@ -52,8 +52,16 @@ export interface CounterStore {
     force: boolean,
     nowMs: number,
   ): Counted | Promise<Counted>;
-  /** Reads the slots without adding anything. */
-  read(subject: string, slots: readonly Slot[], nowMs: number): Counted | Promise<Counted>;
+  /**
+   * Reads the slots without adding anything; `forRequest` false (the admin API) is not counted
+   * among the round trips made for requests.
+   */
+  read(
+    subject: string,
+    slots: readonly Slot[],
+    nowMs: number,
+    forRequest?: boolean,
+  ): Counted | Promise<Counted>;
   /**
    * Takes `points` back from counters that `where` counted (a client that authenticated after
    * its attempt was counted); never moves them to another place, and never revives an ended one.
@@ -65,7 +73,7 @@ export interface CounterStore {
     where: Where,
     nowMs: number,
   ): Promise<void>;
-  /** Deletes every counter of `subject` named by `slots`. */
+  /** Deletes every counter of `subject` named by `slots`, for every replica sharing the store. */
   reset(subject: string, slots: readonly Slot[]): Promise<void>;
   /** Whether the counters can be reached now (memory: always). */
   healthy(): boolean;

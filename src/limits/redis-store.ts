@@ -85,6 +85,14 @@ export function createRedisStore(
   const fallback: MemoryStore | undefined =
     settings.onOutage === "local" ? createMemoryStore({ now, where: "fallback" }) : undefined;
   const blocks = createLocalBlocks();
+  // Resets made by any replica reach this one's record of refusals through Redis pub/sub.
+  const resetChannel = `${settings.keyPrefix}resets`;
+  const resets = client.duplicate();
+  resets.on("error", () => undefined);
+  resets.on("ready", () => void resets.subscribe(resetChannel).catch(() => undefined));
+  resets.on("message", (channel: string, subject: string) => {
+    if (channel === resetChannel) blocks.forget(subject);
+  });
 
   const run = (
     subject: string,
@@ -137,8 +145,8 @@ export function createRedisStore(
           orFallback(error, (store) => store.commit(subject, slots, cost, force, nowMs)),
       );
     },
-    read(subject, slots, nowMs) {
-      metrics.limiterRoundTrips.inc();
+    read(subject, slots, nowMs, forRequest = true) {
+      if (forRequest) metrics.limiterRoundTrips.inc();
       return run(subject, slots, 0, false, nowMs).catch((error: unknown) =>
         orFallback(error, (store) => store.read(subject, slots, nowMs)),
       );
@@ -156,9 +164,13 @@ export function createRedisStore(
       blocks.forget(subject);
       await fallback?.reset(subject, slots);
       await client.del(...slots.map((slot) => redisKey(settings.keyPrefix, subject, slot)));
+      // Every replica forgets its record of refusals for the subject, or it would go on
+      // refusing the client until the window it remembers ends.
+      await client.publish(resetChannel, subject);
     },
     close() {
       fallback?.close();
+      resets.disconnect();
     },
   };
 }

@@ -1,0 +1,129 @@
+/**
+ * `gatehouse limits show|reset ID [--address] [--admin URL] [--json]`: the admin API's limits
+ * endpoints from the command line, for support desks and scripts. Exit codes: 0 success, 1
+ * failure (unknown client, admin unreachable, refused), 2 usage.
+ */
+import { parseArgs } from "node:util";
+
+/** How to use the command. */
+export const LIMITS_USAGE = `usage:
+  gatehouse limits show ID [--address] [--admin URL] [--json]   a client's (or an address's) counters
+  gatehouse limits reset ID [--address] [--admin URL]           reset them, for every replica
+  URL: the admin listener (default $GATEHOUSE_ADMIN_URL or http://127.0.0.1:9901);
+  the token, when admin_token_env is set, comes from $GATEHOUSE_ADMIN_TOKEN.
+`;
+
+/** Where the command writes. */
+export interface Output {
+  write(text: string): unknown;
+}
+
+interface LimitRow {
+  readonly name: string;
+  readonly kind: string;
+  readonly limit: number;
+  readonly remaining: number;
+  readonly reset: number;
+  readonly window: string;
+}
+
+/** The limits as an aligned table. */
+export function limitsTable(body: Record<string, unknown>): string {
+  const who =
+    body.client === undefined ? `address ${String(body.address)}` : `client ${String(body.client)}`;
+  const rows = (body.limits as LimitRow[]).map((row) => [
+    row.name,
+    row.kind,
+    String(row.limit),
+    String(row.remaining),
+    `${row.reset}s`,
+    row.window,
+  ]);
+  const plan = body.plan === null ? "none (unlimited)" : String(body.plan);
+  if (rows.length === 0) return `${who}  plan ${plan}\nno limits\n`;
+  const table = [["NAME", "KIND", "LIMIT", "REMAINING", "RESET", "WINDOW"], ...rows];
+  const widths = table[0]!.map((_, column) =>
+    Math.max(...table.map((row) => (row[column] as string).length)),
+  );
+  const lines = table.map((row) =>
+    row
+      .map((cell, column) => cell.padEnd(widths[column] as number))
+      .join("  ")
+      .trimEnd(),
+  );
+  return `${who}  plan ${plan}\n${lines.join("\n")}\n`;
+}
+
+/** Runs `gatehouse limits ...`; returns the exit code. */
+export async function limitsCommand(
+  argv: readonly string[],
+  env: NodeJS.ProcessEnv,
+  out: Output,
+  err: Output,
+): Promise<number> {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: [...argv],
+      allowPositionals: true,
+      options: {
+        address: { type: "boolean" },
+        admin: { type: "string" },
+        json: { type: "boolean" },
+      },
+    });
+  } catch (error) {
+    err.write(`gatehouse limits: ${(error as Error).message}\n${LIMITS_USAGE}`);
+    return 2;
+  }
+  const { values, positionals } = parsed;
+  const [action, id, ...extra] = positionals;
+  if ((action !== "show" && action !== "reset") || id === undefined || extra.length > 0) {
+    err.write(LIMITS_USAGE);
+    return 2;
+  }
+  const base = values.admin ?? env.GATEHOUSE_ADMIN_URL ?? "http://127.0.0.1:9901";
+  let url: URL;
+  try {
+    url = new URL(
+      `/limits/${values.address === true ? "addresses" : "clients"}/${encodeURIComponent(id)}`,
+      base,
+    );
+  } catch {
+    err.write(`gatehouse limits: --admin ${JSON.stringify(base)} is not a URL\n`);
+    return 2;
+  }
+  const token = env.GATEHOUSE_ADMIN_TOKEN;
+  let response: Response;
+  try {
+    response = await fetch(url, {
+      method: action === "show" ? "GET" : "DELETE",
+      headers: token === undefined || token === "" ? {} : { authorization: `Bearer ${token}` },
+      signal: AbortSignal.timeout(10_000),
+    });
+  } catch (error) {
+    err.write(
+      `gatehouse limits: the admin API at ${url.origin} cannot be reached (${(error as Error).message})\n`,
+    );
+    return 1;
+  }
+  const text = await response.text();
+  if (!response.ok) {
+    let message = text;
+    try {
+      const body = JSON.parse(text) as { error?: string; message?: string };
+      message = `${body.error ?? response.status}: ${body.message ?? ""}`;
+    } catch {
+      // Not JSON: the text as it came.
+    }
+    err.write(`gatehouse limits: ${response.status} ${message}\n`);
+    return 1;
+  }
+  if (action === "reset") {
+    out.write(`reset the counters of ${values.address === true ? "address" : "client"} ${id}\n`);
+    return 0;
+  }
+  const body = JSON.parse(text) as Record<string, unknown>;
+  out.write(values.json === true ? `${JSON.stringify(body, null, 2)}\n` : limitsTable(body));
+  return 0;
+}

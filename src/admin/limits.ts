@@ -1,0 +1,123 @@
+/**
+ * The admin API's view of one client's or one address's counters: read without consuming
+ * anything, or reset (in Redis, for every replica). `GET|DELETE /limits/clients/{id}` and
+ * `GET|DELETE /limits/addresses/{address}`.
+ */
+import { isIP } from "node:net";
+import type { Snapshot } from "../config/snapshot.js";
+import { addressKey } from "../limits/client-key.js";
+import type { CounterStore } from "../limits/counters.js";
+import { decide } from "../limits/decide.js";
+import { preparePlan } from "../limits/enforce.js";
+import type { Plan } from "../limits/plans.js";
+
+/** An admin answer: a status and, but for 204, a JSON body. */
+export interface AdminAnswer {
+  readonly status: number;
+  readonly body?: Record<string, unknown>;
+}
+
+/** What the limits admin reads: the config in force, its store and the clock. */
+export interface LimitsAdminDeps {
+  current(): { readonly config: Snapshot; readonly limiterStore: CounterStore };
+  readonly now: () => number;
+}
+
+/** One limit as the admin API shows it. */
+interface LimitView {
+  readonly name: string;
+  readonly kind: "rate" | "quota";
+  readonly limit: number;
+  readonly remaining: number;
+  readonly reset: number;
+  readonly window: string;
+}
+
+const PATH = /^\/limits\/(clients|addresses)\/([^/?]+)$/;
+
+function notFound(message: string): AdminAnswer {
+  return { status: 404, body: { error: "not_found", message } };
+}
+
+/** Whose counters a path names, or the answer when it names none. */
+type Target =
+  | { readonly kind: "client"; readonly id: string; readonly subject: string }
+  | { readonly kind: "address"; readonly folded: string; readonly subject: string };
+
+function target(kind: string, raw: string): Target | AdminAnswer {
+  let text: string;
+  try {
+    text = decodeURIComponent(raw);
+  } catch {
+    return { status: 400, body: { error: "invalid_request", message: "the path is not valid" } };
+  }
+  if (kind === "clients") return { kind: "client", id: text, subject: `client:${text}` };
+  if (isIP(text.replace(/%.*$/, "")) === 0) {
+    return {
+      status: 400,
+      body: { error: "invalid_request", message: "the address is not an IPv4 or IPv6 address" },
+    };
+  }
+  const subject = addressKey(text);
+  return { kind: "address", folded: subject.slice("ip:".length), subject };
+}
+
+/**
+ * Answers a `/limits/...` request, or returns undefined when the path is not one; `method` is
+ * GET or DELETE (others: 405).
+ */
+export async function limitsAdmin(
+  method: string,
+  path: string,
+  deps: LimitsAdminDeps,
+): Promise<AdminAnswer | undefined> {
+  const match = PATH.exec(path);
+  if (match === null) return undefined;
+  if (method !== "GET" && method !== "DELETE") {
+    return {
+      status: 405,
+      body: { error: "method_not_allowed", message: "use GET to read or DELETE to reset" },
+    };
+  }
+  const who = target(match[1] as string, match[2] as string);
+  if ("status" in who) return who;
+  const { config, limiterStore } = deps.current();
+  const { limits } = config;
+  let plan: Plan | undefined;
+  if (who.kind === "client") {
+    if (!config.file.clients.some((client) => client.id === who.id)) {
+      return notFound(`no client ${JSON.stringify(who.id)} in the configuration`);
+    }
+    plan = limits.clients.get(who.id);
+  } else {
+    plan = limits.anonymous;
+    if (plan === undefined) return notFound("the configuration has no anonymous plan");
+  }
+  const nowMs = deps.now();
+  const slots = plan === undefined ? [] : preparePlan(plan).slots(nowMs);
+  if (method === "DELETE") {
+    await limiterStore.reset(who.subject, slots);
+    return { status: 204 };
+  }
+  const views =
+    plan === undefined
+      ? []
+      : view(plan, await limiterStore.read(who.subject, slots, nowMs, false), nowMs);
+  const owner = who.kind === "client" ? { client: who.id } : { address: who.folded };
+  return { status: 200, body: { ...owner, plan: plan?.name ?? null, limits: views } };
+}
+
+function view(plan: Plan, counted: Awaited<ReturnType<CounterStore["read"]>>, nowMs: number) {
+  const decision = decide(plan, counted, 0, nowMs, false);
+  return decision.limits.map((state, i): LimitView => {
+    const rate = plan.rates[i];
+    return {
+      name: state.name,
+      kind: rate === undefined ? "quota" : "rate",
+      limit: state.limit,
+      remaining: state.remaining,
+      reset: state.resetSeconds,
+      window: rate?.window ?? plan.quota?.period ?? "",
+    };
+  });
+}

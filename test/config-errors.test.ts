@@ -38,7 +38,7 @@ const expected: Record<string, string[]> = {
   ],
   "limit-zero.yaml": ["5:26 plans.standard.rate_limit.limit: must be at least 1"],
   "many-errors.yaml": [
-    '4:3 upstream.timout: unknown key; did you mean "timeout"? (allowed here: url, timeout, max_sockets, identity_header, forward_authorization)',
+    '4:3 upstream.timout: unknown key; did you mean "timeout"? (allowed here: url, timeout, max_sockets, idle_timeout, identity_header, forward_authorization)',
     "5:9 listen: must be HOST:PORT with a port from 0 to 65535, such as 0.0.0.0:8080 or [::]:8080",
     '7:11 routes[0].path: must not contain "." or ".." segments',
     "10:12 languages.default: must be one of the supported languages (en, fr, de, es, it)",
@@ -85,7 +85,7 @@ const expected: Record<string, string[]> = {
     '6:5 routes[0].cots: unknown key; did you mean "cost"? (allowed here: path, methods, cost, auth)',
   ],
   "unknown-key.yaml": [
-    '3:3 upstream.timout: unknown key; did you mean "timeout"? (allowed here: url, timeout, max_sockets, identity_header, forward_authorization)',
+    '3:3 upstream.timout: unknown key; did you mean "timeout"? (allowed here: url, timeout, max_sockets, idle_timeout, identity_header, forward_authorization)',
   ],
   "wrong-type.yaml": ["3:16 upstream.max_sockets: must be a whole number"],
   "yaml-syntax.yaml": [

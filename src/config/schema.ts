@@ -384,6 +384,9 @@ export const FileSchema = z
           .describe("The upstream's base URL (http or https, no userinfo)."),
         timeout: positiveDuration("No response headers in this time: 504.").default("30s"),
         max_sockets: positiveInt("Keep-alive pool size to the upstream.").default(256),
+        idle_timeout: positiveDuration(
+          "A pooled connection idle this long is closed; keep it below the upstream's own.",
+        ).default("4s"),
         identity_header: headerName
           .default("X-Client-Id")
           .describe("Set to the authenticated client id; inbound copies are removed."),

@@ -32,6 +32,8 @@ export interface UpstreamSettings {
   readonly url: URL;
   readonly timeoutMs: number;
   readonly maxSockets: number;
+  /** How long a pooled connection may stay idle before gatehouse closes it. */
+  readonly idleTimeoutMs: number;
   /** Lower-case name of the header carrying the client id. */
   readonly identityHeader: string;
   readonly forwardAuthorization: boolean;
@@ -111,6 +113,7 @@ export async function buildSnapshot(
       url: new URL(file.upstream.url),
       timeoutMs: durationMs(file.upstream.timeout),
       maxSockets: file.upstream.max_sockets,
+      idleTimeoutMs: durationMs(file.upstream.idle_timeout),
       identityHeader: file.upstream.identity_header.toLowerCase(),
       forwardAuthorization: file.upstream.forward_authorization,
     },

@@ -7,6 +7,7 @@ import {
   Agent as HttpAgent,
   type ClientRequest,
   type IncomingMessage,
+  type InformationEvent,
   type ServerResponse,
 } from "node:http";
 import { Agent as HttpsAgent } from "node:https";
@@ -20,6 +21,10 @@ import type { Services } from "../pipeline/services.js";
 import type { UpstreamSettings } from "../config/snapshot.js";
 import { createDeadlines } from "./deadlines.js";
 import { endToEnd, RESPONSE_HOP_BY_HOP } from "./hop-by-hop.js";
+import { closeIdleSockets } from "./idle-sockets.js";
+import { relaysInformational, writeInformational } from "./informational.js";
+import { endUpload, relayBody } from "./relay.js";
+import { retriesOnNewConnection } from "./retry.js";
 
 const CONTEXT = Symbol("gatehouse.context");
 const TIMEOUT = Symbol("gatehouse.timeout");
@@ -32,13 +37,14 @@ interface Exchange {
   slot: number;
   proxyReq: ClientRequest | undefined;
   timedOut: boolean;
+  /** Some of the upstream's answer arrived: a 1xx at least. */
+  answered: boolean;
+  retried: boolean;
   readonly sentAt: number;
 }
 
 type TaggedRequest = IncomingMessage & { [CONTEXT]?: Exchange };
-
-const CLIENT = Symbol("gatehouse.client");
-type UpstreamResponse = IncomingMessage & { [CLIENT]?: ServerResponse };
+type TaggedProxyRequest = ClientRequest & { [CONTEXT]?: Exchange };
 
 // The body of a request that has none: http-proxy pipes its `buffer` option into the upstream
 // request, and this one only ends it.
@@ -50,6 +56,12 @@ const NO_BODY = {
 } as unknown as Stream;
 
 const RESPONSE_FIELDS_DROPPED: ReadonlySet<string> = new Set(RESPONSE_HOP_BY_HOP);
+// RFC 9110 §8.6: a 204 has no content and carries no Content-Length (nor, §6.4.1, any framing).
+// A 304 keeps its Content-Length, which describes the representation it stands for.
+const NO_CONTENT_FIELDS_DROPPED: ReadonlySet<string> = new Set([
+  ...RESPONSE_HOP_BY_HOP,
+  "content-length",
+]);
 
 const BAD_GATEWAY = errorReply(502, "bad_gateway", "the upstream refused or reset the connection");
 const GATEWAY_TIMEOUT = errorReply(504, "gateway_timeout", "the upstream did not answer in time");
@@ -65,7 +77,7 @@ export interface Forwarder {
 
 /** The pool identity of an upstream: a reload that keeps it keeps the forwarder. */
 export function forwarderKey(upstream: UpstreamSettings): string {
-  return `${upstream.url.href} ${upstream.maxSockets}`;
+  return `${upstream.url.href} ${upstream.maxSockets} ${upstream.idleTimeoutMs}`;
 }
 
 /** Creates the forwarder for one upstream. */
@@ -81,6 +93,7 @@ export function createForwarder(upstream: UpstreamSettings, services: Services):
     scheduling: "lifo" as const,
   };
   const agent: HttpAgent = secure ? new HttpsAgent(agentOptions) : new HttpAgent(agentOptions);
+  const stopSweep = closeIdleSockets(agent, upstream.idleTimeoutMs);
   const options = {
     // A URL rather than its text: http-proxy parses a string target on every request.
     target: url,
@@ -98,7 +111,10 @@ export function createForwarder(upstream: UpstreamSettings, services: Services):
   // second shape on every request; measured, that cost more than the pipe it saves.
   const withBody = new ProxyServer(options);
   const bodiless = new ProxyServer({ ...options, buffer: NO_BODY });
-  const servers = [withBody, bodiless];
+  // A retry goes out on a connection of its own, never on another pooled one that may be as
+  // stale as the one that failed.
+  const fresh = new ProxyServer({ ...options, agent: false, buffer: NO_BODY });
+  const servers = [withBody, bodiless, fresh];
   for (const server of servers) {
     // http-proxy's deleteLength pass rewrites DELETE and OPTIONS bodies sent chunked into
     // `Content-Length: 0`; framing is the client's and stays as it came.
@@ -116,8 +132,31 @@ export function createForwarder(upstream: UpstreamSettings, services: Services):
     const exchange = (req as TaggedRequest)[CONTEXT];
     if (exchange === undefined) return;
     exchange.proxyReq = proxyReq;
+    (proxyReq as TaggedProxyRequest)[CONTEXT] = exchange;
+    proxyReq.on("information", onInformation);
+    proxyReq.on("upgrade", onUpgrade);
     if (exchange.timedOut) proxyReq.destroy(timeoutError());
   };
+
+  function onInformation(this: TaggedProxyRequest, info: InformationEvent): void {
+    const exchange = this[CONTEXT] as Exchange;
+    exchange.answered = true;
+    const { req, res } = exchange.ctx;
+    if (relaysInformational(req, info.statusCode)) writeInformational(res, info);
+  }
+
+  // gatehouse never forwards Upgrade, so a 101 answers nothing the client asked; after it the
+  // connection speaks another protocol. Without this listener Node drops the socket silently
+  // and the exchange would wait for nothing.
+  function onUpgrade(this: TaggedProxyRequest, _res: IncomingMessage, socket: Socket): void {
+    socket.destroy();
+    const exchange = this[CONTEXT] as Exchange;
+    exchange.answered = true;
+    const error = Object.assign(new Error("the upstream switched protocols unasked (101)"), {
+      code: "EUNASKEDUPGRADE",
+    });
+    onError(error, exchange.ctx.req, exchange.ctx.res);
+  }
 
   const onProxyRes = (
     proxyRes: IncomingMessage,
@@ -130,16 +169,20 @@ export function createForwarder(upstream: UpstreamSettings, services: Services):
     const { ctx } = exchange;
     ctx.upstreamMs = performance.now() - exchange.sentAt;
     services.metrics.requests.upstreamResponse(ctx.upstreamMs / 1000);
-    const headers = endToEnd(proxyRes.headers, RESPONSE_FIELDS_DROPPED, false);
-    res.writeHead(
-      proxyRes.statusCode ?? 502,
-      proxyRes.statusMessage,
-      finalHeaders(ctx, headers, services.lifecycle),
+    const status = proxyRes.statusCode ?? 502;
+    const headers = endToEnd(
+      proxyRes.headers,
+      status === 204 ? NO_CONTENT_FIELDS_DROPPED : RESPONSE_FIELDS_DROPPED,
+      false,
     );
-    (proxyRes as UpstreamResponse)[CLIENT] = res;
-    proxyRes.on("data", relayChunk);
-    proxyRes.on("end", relayEnd);
-    proxyRes.on("close", relayClose);
+    // An answer while the client is still uploading: an upstream keeping its connection goes on
+    // reading (a full-duplex exchange); one closing it wants no more of the body.
+    const { proxyReq } = exchange;
+    if (!req.complete && proxyReq?.shouldKeepAlive === false) {
+      endUpload(req, proxyReq, proxyRes, headers);
+    }
+    res.writeHead(status, proxyRes.statusMessage, finalHeaders(ctx, headers, services.lifecycle));
+    relayBody(proxyRes, res);
   };
 
   const onEconnreset = (_error: Error, req: IncomingMessage): void => {
@@ -155,23 +198,36 @@ export function createForwarder(upstream: UpstreamSettings, services: Services):
     server.on("error", onStrayError);
   }
 
-  const onError = (error: Error, req: IncomingMessage, res: ServerResponse | unknown) => {
+  function onError(error: Error, req: IncomingMessage, res: ServerResponse | unknown): void {
     const exchange = (req as TaggedRequest)[CONTEXT];
     if (exchange === undefined) return;
     deadlines.remove(exchange);
     exchange.proxyReq?.destroy();
     const { ctx } = exchange;
     if ((res as ServerResponse).headersSent) {
-      (res as ServerResponse).destroy();
+      // A failure after a complete answer (the rest of an upload the upstream no longer reads)
+      // leaves that answer alone; a failure mid-answer cuts the client off.
+      if (!(res as ServerResponse).writableEnded) (res as ServerResponse).destroy();
       return;
     }
     const code = (error as NodeJS.ErrnoException).code;
+    if (retriesOnNewConnection(exchange, error)) {
+      services.log.debug(
+        { requestId: ctx.requestId, err: { code, message: error.message } },
+        "pooled upstream connection failed; retrying on a new one",
+      );
+      exchange.retried = true;
+      exchange.proxyReq = undefined;
+      deadlines.add(exchange);
+      fresh.web(req, ctx.res, onError);
+      return;
+    }
     services.log.warn(
       { requestId: ctx.requestId, err: { code, message: error.message } },
       exchange.timedOut ? "upstream timed out" : "upstream failed",
     );
     sendReply(ctx, exchange.timedOut ? GATEWAY_TIMEOUT : BAD_GATEWAY, services.lifecycle);
-  };
+  }
 
   return {
     key: forwarderKey(upstream),
@@ -185,6 +241,8 @@ export function createForwarder(upstream: UpstreamSettings, services: Services):
         slot: -1,
         proxyReq: undefined,
         timedOut: false,
+        answered: false,
+        retried: false,
         sentAt,
       };
       (req as TaggedRequest)[CONTEXT] = exchange;
@@ -201,34 +259,13 @@ export function createForwarder(upstream: UpstreamSettings, services: Services):
       }
     },
     retire() {
+      stopSweep();
       agent.on("free", (socket: Socket) => socket.destroy());
       for (const sockets of Object.values(agent.freeSockets) as Array<Socket[] | undefined>) {
         for (const socket of sockets ?? []) socket.destroy();
       }
     },
   };
-}
-
-// The upstream's body to the client. Readable#pipe does the same, but for every response it
-// builds closures and adds listeners to both streams and removes them again; these shared
-// listeners find the client's response on the upstream's, and measured 6% less CPU per
-// forwarded request.
-function relayChunk(this: UpstreamResponse, chunk: Buffer): void {
-  const res = this[CLIENT] as ServerResponse;
-  if (!res.write(chunk)) {
-    this.pause();
-    res.once("drain", () => this.resume());
-  }
-}
-
-function relayEnd(this: UpstreamResponse): void {
-  (this[CLIENT] as ServerResponse).end();
-}
-
-// A reset after the headers went out cannot become a clean response: cut the client off so it
-// sees a truncated body rather than a complete one.
-function relayClose(this: UpstreamResponse): void {
-  if (!this.complete) (this[CLIENT] as ServerResponse).destroy();
 }
 
 function timeoutError(): Error {

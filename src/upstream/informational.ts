@@ -1,0 +1,47 @@
+/**
+ * The upstream's 1xx informational responses (RFC 9110 §15.2), relayed to the client. Node has
+ * public writers only for 100, 102 and 103 (and its 103 writer drops hints without `Link`); this
+ * module is the one place that writes any interim head, through `ServerResponse#_writeRaw`, the
+ * private writer those public ones use. A test guards it across Node versions.
+ */
+import type { IncomingMessage, InformationEvent, ServerResponse } from "node:http";
+import { endToEnd, RESPONSE_HOP_BY_HOP } from "./hop-by-hop.js";
+
+// RFC 9110 §8.6 and §6.4.1: a 1xx has no content, so it carries no framing fields.
+const INFORMATIONAL_DROPPED: ReadonlySet<string> = new Set([
+  ...RESPONSE_HOP_BY_HOP,
+  "content-length",
+]);
+
+interface RawWriter {
+  _writeRaw(data: string, encoding: BufferEncoding): boolean;
+}
+
+/** Whether a 1xx with `status` from the upstream goes on to the client that sent `req`. */
+export function relaysInformational(req: IncomingMessage, status: number): boolean {
+  // RFC 9110 §15.2: an HTTP/1.0 client does not understand 1xx responses.
+  if (req.httpVersionMinor === 0) return false;
+  // A client that sent Expect: 100-continue already had its 100 Continue from gatehouse (the
+  // upstream never sees Expect); a second one would answer nothing it asked.
+  return status !== 100 || !sentExpect(req);
+}
+
+/** Writes the upstream's 1xx to the client, without hop-by-hop or framing fields. */
+export function writeInformational(res: ServerResponse, info: InformationEvent): void {
+  const headers = endToEnd(info.headers, INFORMATIONAL_DROPPED, false);
+  let head = `HTTP/1.1 ${info.statusCode} ${info.statusMessage}\r\n`;
+  for (const name in headers) {
+    const value = headers[name];
+    if (Array.isArray(value)) for (const line of value) head += `${name}: ${line}\r\n`;
+    else if (value !== undefined) head += `${name}: ${value}\r\n`;
+  }
+  (res as unknown as RawWriter)._writeRaw(`${head}\r\n`, "latin1");
+}
+
+function sentExpect(req: IncomingMessage): boolean {
+  const raw = req.rawHeaders;
+  for (let i = 0; i < raw.length; i += 2) {
+    if ((raw[i] as string).toLowerCase() === "expect") return true;
+  }
+  return false;
+}

@@ -21,6 +21,7 @@ import { createMemoryStore, type LimiterStore } from "./limits/store.js";
 import { createEphemeralKeys } from "./tokens/keys.js";
 import { createPlainSecrets } from "./tokens/secrets.js";
 import { createClientErrorHandler } from "./http/client-errors.js";
+import { manageConnections } from "./http/connections.js";
 import { createRequestIds } from "./http/request-ids.js";
 import { createAccessLog, createLogger, type AccessLog } from "./log.js";
 import { createMetrics, showLimiterStoreUp, type Metrics } from "./metrics.js";
@@ -231,12 +232,17 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
     // The framing stage answers a missing Host itself, with a JSON body (SPEC §5).
     requireHostHeader: false,
   });
-  server.on("request", handle);
+  const onRequest = manageConnections(
+    server,
+    handle,
+    () => store.current.config.file.max_connections,
+  );
+  server.on("request", onRequest);
   // Node's own parser errors, header overflow and timeouts get JSON bodies too (SPEC §5).
   server.on("clientError", createClientErrorHandler(services.now));
   // With this listener Node does not answer `100 Continue` by itself: a request refused before
   // its body is needed never invites the body (RFC 9110 §10.1.1).
-  server.on("checkContinue", handle);
+  server.on("checkContinue", onRequest);
 
   const admin = createHttpServer((req, res) => {
     if (req.method === "GET" && (req.url === "/metrics" || req.url?.startsWith("/metrics?"))) {

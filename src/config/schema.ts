@@ -328,6 +328,9 @@ export const FileSchema = z
   .strictObject({
     listen: listenAddress("The public address.").default("0.0.0.0:8080"),
     admin_listen: listenAddress("The admin address serving /metrics.").default("127.0.0.1:9901"),
+    max_connections: positiveInt(
+      "Open client connections on listen; at the cap the oldest idle one is closed for a new one.",
+    ).default(1024),
     trusted_proxies: z
       .array(cidr)
       .default([])

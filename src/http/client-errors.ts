@@ -3,6 +3,7 @@
  * exists (the server's `clientError` event): the same JSON error bodies as every other answer.
  */
 import { maxHeaderSize, STATUS_CODES, type ServerResponse } from "node:http";
+import type { Socket } from "node:net";
 import type { Duplex } from "node:stream";
 
 /** What one parser error is answered with. */
@@ -108,9 +109,24 @@ export function createClientErrorHandler(
 ): (error: Error & { code?: string }, socket: Duplex) => void {
   return function onClientError(error, socket) {
     const inFlight = (socket as ClientSocket)._httpMessage;
+    // Bytes after a request that closes the connection (HTTP/1.0, `Connection: close`) are not
+    // a request at all (RFC 9112 §9.6): ignored, and the answer owed is still given in full.
+    if (error.code === "HPE_CLOSED_CONNECTION") {
+      if (inFlight === undefined || inFlight === null || inFlight.writableFinished)
+        socket.destroy();
+      return;
+    }
     // Writing after a response has started would corrupt it for the peer; a reset peer reads
     // nothing (Node's docs: check ECONNRESET and writable first).
-    if (error.code === "ECONNRESET" || !socket.writable || inFlight?.headersSent === true) {
+    // A connection that never sent a byte is closed without an answer, as nginx does: nobody
+    // reads it, and writing thousands of them at once when they time out together stalls the
+    // event loop.
+    if (
+      error.code === "ECONNRESET" ||
+      !socket.writable ||
+      inFlight?.headersSent === true ||
+      (error.code === "ERR_HTTP_REQUEST_TIMEOUT" && (socket as Socket).bytesRead === 0)
+    ) {
       socket.destroy();
       return;
     }

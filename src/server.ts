@@ -232,14 +232,14 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
     // The framing stage answers a missing Host itself, with a JSON body (SPEC §5).
     requireHostHeader: false,
   });
-  const onRequest = manageConnections(
+  const { onRequest, afterPending } = manageConnections(
     server,
     handle,
     () => store.current.config.file.max_connections,
   );
   server.on("request", onRequest);
   // Node's own parser errors, header overflow and timeouts get JSON bodies too (SPEC §5).
-  server.on("clientError", createClientErrorHandler(services.now));
+  server.on("clientError", createClientErrorHandler(services.now, afterPending));
   // With this listener Node does not answer `100 Continue` by itself: a request refused before
   // its body is needed never invites the body (RFC 9110 §10.1.1).
   server.on("checkContinue", onRequest);

@@ -68,6 +68,29 @@ t.test("a refused pipelined request does not hold up the ones behind it", async 
   t.same(reached("behind="), ["/v1/echo?behind=1"]);
 });
 
+t.test(
+  "a request the parser refuses is answered 400 after the answers owed before it",
+  async (t) => {
+    const { responses, closedByServer, text } = await exchange(
+      gh.port,
+      get("/v1/echo?owed=1") +
+        get("/v1/echo?owed=2") +
+        "GET /v1/echo?owed=3 HTTP/1.1\r\nHost: gatehouse.test\r\nX-Bad: a\0b\r\n\r\n" +
+        get("/v1/echo?owed=4"),
+      Infinity,
+    );
+    t.ok(closedByServer);
+    t.same(
+      responses.map((r) => r.status),
+      [200, 200, 400],
+      "both answers owed, in order, then the 400",
+    );
+    t.equal(responses[2]?.headers.connection, "close");
+    t.equal(text, responses.map((r) => r.text).join(""), "nothing else was written");
+    t.same(reached("owed="), ["/v1/echo?owed=1", "/v1/echo?owed=2"]);
+  },
+);
+
 // [what closes, the request whose answer closes, its status]
 const closing: Array<[string, string, number]> = [
   ["an HTTP/1.0 request without keep-alive", get("/v1/echo?closer=1", "1.0"), 200],

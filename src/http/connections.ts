@@ -7,6 +7,7 @@
  */
 import type { IncomingMessage, Server, ServerResponse } from "node:http";
 import type { Socket } from "node:net";
+import type { AfterPending } from "./client-errors.js";
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => void;
 
@@ -20,26 +21,37 @@ interface Connection {
   readonly socket: Socket;
   /** The response being produced; undefined between requests. */
   current: ServerResponse | undefined;
+  /** The request `current` answers. */
+  request: IncomingMessage | undefined;
   readonly waiting: Array<readonly [IncomingMessage, ServerResponse]>;
   /** False once the connection is known to close: requests read afterwards are dropped. */
   accepting: boolean;
   /** Whether reading was paused here, because requests were waiting. */
   paused: boolean;
+  /** What ends the connection once the answers owed are written (after a parser error). */
+  then: (() => void) | undefined;
 }
 
 const CONNECTION = Symbol("gatehouse.connection");
 type TaggedResponse = ServerResponse & { [CONNECTION]?: Connection };
 
+/** The listeners that put a server's connections in order. */
+export interface ManagedConnections {
+  /** The listener for `request` and `checkContinue`. */
+  readonly onRequest: Handler;
+  /** For the `clientError` listener: ends the connection after the answers it owes. */
+  readonly afterPending: AfterPending;
+}
+
 /**
- * Takes over `server`'s connections: returns the listener for `request` and `checkContinue`,
- * which runs `handle` for one request of a connection at a time. `maxConnections` is read at
+ * Takes over `server`'s connections: `handle` runs for one request of a connection at a time. `maxConnections` is read at
  * every accepted connection, so a reload changes it.
  */
 export function manageConnections(
   server: Server,
   handle: Handler,
   maxConnections: () => number,
-): Handler {
+): ManagedConnections {
   const open = new Map<Socket, Connection>();
   // Connections with no request in progress, the longest idle first (a Set keeps insertion order).
   const idle = new Set<Connection>();
@@ -66,9 +78,11 @@ export function manageConnections(
     const connection: Connection = {
       socket,
       current: undefined,
+      request: undefined,
       waiting: [],
       accepting: true,
       paused: false,
+      then: undefined,
     };
     open.set(socket, connection);
     idle.add(connection);
@@ -77,6 +91,7 @@ export function manageConnections(
 
   function start(connection: Connection, req: IncomingMessage, res: ServerResponse): void {
     connection.current = res;
+    connection.request = req;
     idle.delete(connection);
     (res as TaggedResponse)[CONNECTION] = connection;
     res.once("finish", onFinish);
@@ -96,7 +111,9 @@ export function manageConnections(
     const next = connection.waiting.shift();
     if (next === undefined) {
       connection.current = undefined;
-      idle.add(connection);
+      connection.request = undefined;
+      if (connection.then === undefined) idle.add(connection);
+      else connection.then();
     } else {
       start(connection, next[0], next[1]);
     }
@@ -106,7 +123,21 @@ export function manageConnections(
     }
   }
 
-  return function onRequest(req, res) {
+  const afterPending: AfterPending = (socket, close) => {
+    const connection = open.get(socket as Socket);
+    // An error inside the request being answered is its answer, given at once.
+    if (connection?.request?.complete !== true) return false;
+    // One inside a waiting request's body is that request's answer: it is not handled.
+    const { waiting } = connection;
+    while (waiting.length > 0 && waiting[waiting.length - 1]?.[0].complete !== true) waiting.pop();
+    // The parser has stopped at the error: what it reads from now on is never a request.
+    connection.accepting = false;
+    connection.then ??= close;
+    socket.pause();
+    return true;
+  };
+
+  const onRequest: Handler = (req, res) => {
     const connection = open.get(req.socket);
     if (connection === undefined || !connection.accepting) return;
     if (connection.current === undefined) {
@@ -127,4 +158,5 @@ export function manageConnections(
       socket.pause();
     }
   };
+  return { onRequest, afterPending };
 }

@@ -91,6 +91,58 @@ t.test(
   },
 );
 
+const UPGRADE = "Connection: Upgrade\r\nUpgrade: websocket\r\n";
+// [what, the request carrying Upgrade]
+const upgrades: Array<[string, string]> = [
+  ["a WebSocket handshake", `GET /v1/echo?up=1 HTTP/1.1\r\nHost: gatehouse.test\r\n${UPGRADE}\r\n`],
+  [
+    "an h2c upgrade",
+    "GET /v1/echo?up=2 HTTP/1.1\r\nHost: gatehouse.test\r\nConnection: Upgrade, HTTP2-Settings\r\n" +
+      "Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n",
+  ],
+  [
+    "a body",
+    `POST /v1/echo?up=3 HTTP/1.1\r\nHost: gatehouse.test\r\n${UPGRADE}Content-Length: 2\r\n\r\nok`,
+  ],
+];
+
+for (const [what, request] of upgrades) {
+  t.test(
+    `a request carrying Upgrade (${what}) is served as plain HTTP/1.1, and the next one too`,
+    async (t) => {
+      const tag = `upnext${what.length}`;
+      const { responses } = await exchange(gh.port, request + get(`/v1/echo?${tag}=1`), 2);
+      t.same(
+        responses.map((r) => r.status),
+        [200, 200],
+        "no 101, and the request behind it in the same packet is answered",
+      );
+      const served = upstream.received.find((r) => r.url.startsWith("/v1/echo?up="));
+      t.equal(served?.headers.upgrade, undefined, "Upgrade is hop-by-hop: never forwarded");
+      t.same(reached(tag), [`/v1/echo?${tag}=1`]);
+      upstream.received.splice(
+        upstream.received.indexOf(served as (typeof upstream.received)[0]),
+        1,
+      );
+    },
+  );
+}
+
+t.test("a request carrying Upgrade pipelined behind others is answered in its turn", async (t) => {
+  const { responses } = await exchange(
+    gh.port,
+    get("/v1/echo?turn=1") +
+      `GET /v1/echo?turn=2 HTTP/1.1\r\nHost: gatehouse.test\r\n${UPGRADE}\r\n` +
+      get("/v1/echo?turn=3"),
+    3,
+  );
+  t.same(
+    responses.map((r) => (JSON.parse(r.body) as { url: string }).url),
+    ["/v1/echo?turn=1", "/v1/echo?turn=2", "/v1/echo?turn=3"],
+  );
+  t.same(reached("turn="), ["/v1/echo?turn=1", "/v1/echo?turn=2", "/v1/echo?turn=3"]);
+});
+
 // [what closes, the request whose answer closes, its status]
 const closing: Array<[string, string, number]> = [
   ["an HTTP/1.0 request without keep-alive", get("/v1/echo?closer=1", "1.0"), 200],

@@ -64,6 +64,14 @@ const KINDS: readonly Kind[] = [
     closes: false,
   },
   {
+    name: "allowed, carrying Upgrade",
+    bytes: (target) =>
+      `GET ${target} HTTP/1.1\r\n${HOST}Connection: Upgrade\r\nUpgrade: websocket\r\n\r\n`,
+    status: 200,
+    forwarded: true,
+    closes: false,
+  },
+  {
     name: "no route",
     bytes: (target) => `GET ${target.replace("/v1/echo", "/v1/none")} HTTP/1.1\r\n${HOST}\r\n`,
     status: 404,

@@ -8,6 +8,7 @@
 import type { IncomingMessage, Server, ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import type { AfterPending } from "./client-errors.js";
+import { serveAsPlainHttp } from "./plain-upgrade.js";
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => void;
 
@@ -122,6 +123,18 @@ export function manageConnections(
       socket.resume();
     }
   }
+
+  // Node hands over a connection at a request carrying Upgrade; it is taken back once the
+  // answers owed before that request are written.
+  server.on("upgrade", (req: IncomingMessage, socket: Socket, rest: Buffer) => {
+    const connection = open.get(socket);
+    const takeBack = (): void => {
+      if (connection !== undefined) forget(connection);
+      if (!socket.destroyed) serveAsPlainHttp(server, req, socket, rest);
+    };
+    if (connection?.current === undefined) takeBack();
+    else connection.then = takeBack;
+  });
 
   const afterPending: AfterPending = (socket, close) => {
     const connection = open.get(socket as Socket);

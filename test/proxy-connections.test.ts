@@ -3,6 +3,7 @@
  * order, nothing read after an answer that closes is handled, and open connections are capped.
  */
 import t from "tap";
+import { MAX_WAITING } from "../src/http/connections.js";
 import { configFor, startTestGatehouse } from "./helpers/gatehouse.js";
 import { exchange } from "./helpers/pipeline.js";
 import { startUpstream, type UpstreamHandler } from "./helpers/upstream.js";
@@ -141,6 +142,25 @@ t.test("a request carrying Upgrade pipelined behind others is answered in its tu
     ["/v1/echo?turn=1", "/v1/echo?turn=2", "/v1/echo?turn=3"],
   );
   t.same(reached("turn="), ["/v1/echo?turn=1", "/v1/echo?turn=2", "/v1/echo?turn=3"]);
+});
+
+t.test("a client far ahead of its answers is cut off after the last one it is owed", async (t) => {
+  const targets = Array.from({ length: MAX_WAITING + 8 }, (_, i) => `/v1/echo?ahead=${i}`);
+  const { responses, closedByServer } = await exchange(
+    gh.port,
+    targets.map((target) => get(target)).join(""),
+    targets.length,
+  );
+  const urls = responses.map((r) => (JSON.parse(r.body) as { url: string }).url);
+  t.same(urls, targets.slice(0, urls.length), "answers in order, each its own request's");
+  t.same(reached("ahead="), urls, "exactly the answered requests were forwarded");
+  // Written in one packet, all are parsed at once: one in progress and 32 waiting are answered.
+  // Should the requests arrive in several reads, the connection is read as they are answered.
+  if (responses.length < targets.length) {
+    t.equal(responses.length, MAX_WAITING + 1);
+    t.equal(responses.at(-1)?.headers.connection, "close");
+    t.ok(closedByServer);
+  }
 });
 
 // [what closes, the request whose answer closes, its status]

@@ -23,6 +23,7 @@ import { createPlainSecrets } from "./tokens/secrets.js";
 import { adminRefusal } from "./admin/access.js";
 import { limitsAdmin, type AdminAnswer } from "./admin/limits.js";
 import { createClientErrorHandler } from "./http/client-errors.js";
+import { manageConnections } from "./http/connections.js";
 import { createRequestIds } from "./http/request-ids.js";
 import { createAccessLog, createLogger, type AccessLog } from "./log.js";
 import { createMetrics, type Metrics } from "./metrics.js";
@@ -222,12 +223,17 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
     // The framing stage answers a missing Host itself, with a JSON body (SPEC §5).
     requireHostHeader: false,
   });
-  server.on("request", handle);
+  const { onRequest, afterPending } = manageConnections(
+    server,
+    handle,
+    () => store.current.config.file.max_connections,
+  );
+  server.on("request", onRequest);
   // Node's own parser errors, header overflow and timeouts get JSON bodies too (SPEC §5).
-  server.on("clientError", createClientErrorHandler(services.now));
+  server.on("clientError", createClientErrorHandler(services.now, afterPending));
   // With this listener Node does not answer `100 Continue` by itself: a request refused before
   // its body is needed never invites the body (RFC 9110 §10.1.1).
-  server.on("checkContinue", handle);
+  server.on("checkContinue", onRequest);
 
   const adminHost = (options.adminListen ?? first.adminListen).host;
   const adminJson = (res: ServerResponse, answer: AdminReply): void => {

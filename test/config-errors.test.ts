@@ -52,7 +52,7 @@ const expected: Record<string, string[]> = {
   "own-path-collision.yaml": ["4:19 health.readiness_path: is the same path as tokens.path"],
   "plan-empty.yaml": ["4:10 plans.empty: needs rate_limit (or rate_limits), quota or both"],
   "proto-key.yaml": [
-    "3:1 __proto__: unknown key (allowed here: listen, admin_listen, admin_token_env, trusted_proxies, upstream, tokens, clients, plans, routes, languages, limits, health, shutdown, logging)",
+    "3:1 __proto__: unknown key (allowed here: listen, admin_listen, admin_token_env, max_connections, trusted_proxies, upstream, tokens, clients, plans, routes, languages, limits, health, shutdown, logging)",
   ],
   "quota-period.yaml": ["5:34 plans.standard.quota.period: must be hour, day or month"],
   "redis-url.yaml": ["6:10 limits.redis.url: must be a redis:// or rediss:// URL"],

@@ -6,6 +6,7 @@
 import { connect } from "node:net";
 import t from "tap";
 import { configFor, startTestGatehouse } from "./helpers/gatehouse.js";
+import { exchange } from "./helpers/pipeline.js";
 import { parseResponse, rawRequest, type RawResponse } from "./helpers/raw.js";
 import { startUpstream } from "./helpers/upstream.js";
 
@@ -236,6 +237,102 @@ t.test("a token request whose body arrives in time is not cut by the deadline", 
   t.equal(res.status, 401, "read whole and answered: no credentials");
   t.equal(errorBody(res)?.error, "invalid_client");
 });
+
+// [what, Transfer-Encoding field lines, status, error]: RFC 9112 §6.1 and §6.3.
+const codings: Array<[string, string, number, string]> = [
+  ["identity, chunked", "Transfer-Encoding: identity, chunked\r\n", 501, "not_implemented"],
+  ["gzip, chunked", "Transfer-Encoding: gzip, chunked\r\n", 501, "not_implemented"],
+  ["a parameter on gzip", "Transfer-Encoding: gzip;level=9, chunked\r\n", 501, "not_implemented"],
+  [
+    "two lines, gzip then chunked",
+    "Transfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n",
+    501,
+    "not_implemented",
+  ],
+  ["a quoted coding", 'Transfer-Encoding: "gzip", chunked\r\n', 400, "invalid_request"],
+  [
+    "a parameter without a value",
+    "Transfer-Encoding: gzip;level, chunked\r\n",
+    400,
+    "invalid_request",
+  ],
+  [
+    "chunked, then chunked again",
+    "Transfer-Encoding: chunked, x, chunked\r\n",
+    400,
+    "invalid_request",
+  ],
+];
+
+for (const [what, lines, status, code] of codings) {
+  t.test(
+    `Transfer-Encoding ${what} is ${status} ${code}, closes, and is never forwarded`,
+    async (t) => {
+      const before = upstream.received.length;
+      const { responses, closedByServer } = await exchange(
+        gh.port,
+        post(lines, "0\r\n\r\n") + "GET /v1/echo HTTP/1.1\r\nHost: gatehouse.test\r\n\r\n",
+        2,
+      );
+      t.ok(closedByServer, "the connection is closed");
+      t.equal(responses.length, 1, "the request behind it is not handled");
+      const res = responses[0] as RawResponse;
+      t.equal(res.status, status);
+      t.equal(res.headers.connection, "close");
+      t.match(res.headers["content-type"], /^application\/json/);
+      t.match(errorBody(res), { error: code, message: /Transfer-Encoding/ });
+      t.notMatch(res.text, /reflected-canary/, "the request is never reflected");
+      t.equal(upstream.received.length, before, "nothing reached the upstream");
+    },
+  );
+}
+
+t.test(
+  "Transfer-Encoding: chunked in any case, with empty list members, is forwarded",
+  async (t) => {
+    const before = upstream.received.length;
+    const { responses } = await exchange(
+      gh.port,
+      post("Transfer-Encoding: , CHUNKED\r\n", "2\r\nok\r\n0\r\n\r\n"),
+      1,
+    );
+    t.equal(responses[0]?.status, 200);
+    t.equal(upstream.received.length, before + 1);
+    t.equal(upstream.received.at(-1)?.body.toString(), "ok");
+    upstream.received.pop();
+  },
+);
+
+t.test("an absolute-form target's authority replaces Host (RFC 9112 §3.2.2)", async (t) => {
+  const res = await rawRequest(
+    gh.port,
+    "GET http://other.example:8443/v1/echo?x=1 HTTP/1.1\r\nHost: gatehouse.test\r\n" +
+      "Connection: close\r\n\r\n",
+  );
+  t.equal(res.status, 200);
+  const received = upstream.received.at(-1);
+  t.equal(received?.url, "/v1/echo?x=1", "routed and forwarded on its path");
+  t.equal(received?.headers["x-forwarded-host"], "other.example:8443", "the target's authority");
+  t.equal(received?.headers.host, `127.0.0.1:${upstream.port}`, "Host is the upstream's");
+  upstream.received.pop();
+});
+
+for (const target of [
+  "http://user@other.example/v1/echo",
+  "http:///v1/echo",
+  "http://:80/v1/echo",
+]) {
+  t.test(`an absolute-form target without a valid host (${target}) is 400`, async (t) => {
+    const before = upstream.received.length;
+    const res = await rawRequest(
+      gh.port,
+      `GET ${target} HTTP/1.1\r\nHost: gatehouse.test\r\nConnection: close\r\n\r\n`,
+    );
+    t.equal(res.status, 400);
+    t.match(errorBody(res), { error: "invalid_request", message: /absolute request-target/ });
+    t.equal(upstream.received.length, before);
+  });
+}
 
 // Last: a good request goes through, so anything refused above that was still on its way to the
 // upstream would have arrived by now.

@@ -367,6 +367,9 @@ export const FileSchema = z
       .describe(
         "A variable holding the admin API's bearer token; every request but /metrics needs it.",
       ),
+    max_connections: positiveInt(
+      "Open client connections on listen; at the cap the oldest idle one is closed for a new one.",
+    ).default(1024),
     trusted_proxies: z
       .array(cidr)
       .default([])

@@ -3,6 +3,7 @@
  * exists (the server's `clientError` event): the same JSON error bodies as every other answer.
  */
 import { maxHeaderSize, STATUS_CODES, type ServerResponse } from "node:http";
+import type { Socket } from "node:net";
 import type { Duplex } from "node:stream";
 
 /** What one parser error is answered with. */
@@ -99,26 +100,55 @@ function responseBytes(answer: ClientErrorAnswer, date: Date): Buffer {
 }
 
 /**
+ * Runs `close` once the answers owed on `socket` have been written and returns true; false when
+ * none are owed. Given by the connection manager, which knows a connection's requests.
+ */
+export type AfterPending = (socket: Duplex, close: () => void) => boolean;
+
+/** Whether `error` closes the connection without an answer. */
+function unanswered(error: Error & { code?: string }, socket: Duplex): boolean {
+  // Bytes after a request that closes the connection (HTTP/1.0, `Connection: close`) are not
+  // a request at all (RFC 9112 §9.6). A connection that never sent a byte is closed without an
+  // answer, as nginx does: nobody reads it, and writing thousands of them at once when they time
+  // out together stalls the event loop.
+  return (
+    error.code === "HPE_CLOSED_CONNECTION" ||
+    (error.code === "ERR_HTTP_REQUEST_TIMEOUT" && (socket as Socket).bytesRead === 0)
+  );
+}
+
+/**
  * A `clientError` listener: answers a parser error, a header overflow or a timeout with the JSON
- * error body (SPEC §5) when nothing of a response was written on the socket yet, then closes it.
- * It never throws: the socket is destroyed whatever happens.
+ * error body, after the answers still owed to the requests before it (so every answer stays
+ * its own request's), then closes the connection. It never throws: the socket is destroyed
+ * whatever happens.
  */
 export function createClientErrorHandler(
   now: () => number,
+  afterPending: AfterPending,
 ): (error: Error & { code?: string }, socket: Duplex) => void {
   return function onClientError(error, socket) {
-    const inFlight = (socket as ClientSocket)._httpMessage;
-    // Writing after a response has started would corrupt it for the peer; a reset peer reads
-    // nothing (Node's docs: check ECONNRESET and writable first).
-    if (error.code === "ECONNRESET" || !socket.writable || inFlight?.headersSent === true) {
+    // A reset peer reads nothing (Node's docs: check ECONNRESET and writable first).
+    if (error.code === "ECONNRESET" || !socket.writable) {
       socket.destroy();
       return;
     }
-    try {
-      const answer = ANSWERS.get(error.code ?? "") ?? MALFORMED;
-      socket.end(responseBytes(answer, new Date(now())), () => socket.destroy());
-    } catch {
-      socket.destroy();
-    }
+    const answer = unanswered(error, socket)
+      ? undefined
+      : (ANSWERS.get(error.code ?? "") ?? MALFORMED);
+    const close = (): void => {
+      // Writing after a response has started would corrupt it for the peer.
+      const inFlight = (socket as ClientSocket)._httpMessage;
+      if (answer === undefined || !socket.writable || inFlight?.headersSent === true) {
+        socket.destroy();
+        return;
+      }
+      try {
+        socket.end(responseBytes(answer, new Date(now())), () => socket.destroy());
+      } catch {
+        socket.destroy();
+      }
+    };
+    if (!afterPending(socket, close)) close();
   };
 }

@@ -1,5 +1,7 @@
+import type { IncomingMessage } from "node:http";
 import { errorReply, type Stage } from "../pipeline/context.js";
 import { fieldLines } from "../http/field-lines.js";
+import { transferCodings } from "../http/transfer-coding.js";
 
 /** Longest request-target accepted; longer ones get 414 (RFC 9112 §3). */
 export const MAX_TARGET_LENGTH = 8192;
@@ -12,13 +14,48 @@ const BAD_HOST = errorReply(
   "the request must carry exactly one Host header: a host name or address and an optional port",
 );
 
+// Refusals of a body gatehouse cannot frame: the connection cannot be read on (RFC 9112 §6.3).
+const CHUNKED_ONLY = errorReply(
+  501,
+  "not_implemented",
+  "the only Transfer-Encoding accepted is chunked",
+  { connection: "close" },
+);
+const BAD_TRANSFER_ENCODING = errorReply(
+  400,
+  "invalid_request",
+  "Transfer-Encoding must name chunked once, last, as a list of valid transfer codings",
+  { connection: "close" },
+);
+
 // RFC 9112 §3.2 and RFC 3986 §3.2.2: Host = uri-host [ ":" port ], where uri-host is an IP-literal
 // or a reg-name (no userinfo, no spaces, no path).
 const VALID_HOST = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9\-._~!$&'()*+,;=%]*)(?::[0-9]*)?$/;
 
+const BAD_TARGET_HOST = errorReply(
+  400,
+  "invalid_request",
+  "an absolute request-target must name a host and an optional port, without userinfo",
+);
+
+const ABSOLUTE_FORM = /^https?:\/\/([^/?#]*)/i;
+
+/**
+ * RFC 9112 §3.2.2: the authority of an absolute-form target replaces Host, so what the upstream
+ * receives as X-Forwarded-Host is the target's. False when that authority is not a valid Host.
+ */
+function authorityReplacesHost(req: IncomingMessage): boolean {
+  const absolute = ABSOLUTE_FORM.exec(req.url ?? "");
+  if (absolute === null) return true;
+  const authority = absolute[1] as string;
+  if (authority === "" || authority.startsWith(":") || !VALID_HOST.test(authority)) return false;
+  req.headers.host = authority;
+  return true;
+}
+
 /**
  * Framing checks that Node's parser leaves to the application, before anything else reads the
- * request (SPEC §6: two Host lines first of all).
+ * request: two Host lines are refused before anything else.
  */
 export function createFramingStage(): Stage {
   return function framing(ctx) {
@@ -59,6 +96,12 @@ export function createFramingStage(): Stage {
         },
       );
     }
+    const codings = req.headers["transfer-encoding"];
+    if (codings !== undefined) {
+      const read = transferCodings(codings);
+      if (read !== "chunked") return read === "invalid" ? BAD_TRANSFER_ENCODING : CHUNKED_ONLY;
+    }
+    if (!authorityReplacesHost(req)) return BAD_TARGET_HOST;
     if ((req.url ?? "").length > MAX_TARGET_LENGTH) {
       return errorReply(
         414,

@@ -4,6 +4,7 @@
  * description, never one that echoes the client's input.
  */
 import { GatehouseError } from "../http/errors.js";
+import { topLevelNames } from "./json-members.js";
 
 /** Client credentials as presented, before they are checked. */
 export interface ClientCredentials {
@@ -120,6 +121,11 @@ function jsonPairs(text: string): Array<[string, string]> {
   }
   if (data === null || typeof data !== "object" || Array.isArray(data)) {
     throw invalidRequest("the JSON body must be an object");
+  }
+  // RFC 6749 §3.2: no parameter more than once; in JSON, JSON.parse would keep only the last.
+  const names = topLevelNames(text);
+  if (new Set(names).size !== names.length) {
+    throw invalidRequest("the JSON body names a member more than once");
   }
   const pairs: Array<[string, string]> = [];
   for (const [name, value] of Object.entries(data)) {

@@ -22,7 +22,7 @@ import { createEphemeralKeys } from "./tokens/keys.js";
 import { createPlainSecrets } from "./tokens/secrets.js";
 import { createClientErrorHandler } from "./http/client-errors.js";
 import { createRequestIds } from "./http/request-ids.js";
-import { createAccessLog, createLogger, type AccessLog } from "./log.js";
+import { createAccessLog, createLogger, createWarnOnce, type AccessLog } from "./log.js";
 import { createMetrics, showLimiterStoreUp, type Metrics } from "./metrics.js";
 import type { RequestContext, Stage } from "./pipeline/context.js";
 import { runPipeline } from "./pipeline/runner.js";
@@ -150,12 +150,14 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
   };
 
   const forwarders = new Map<string, Forwarder>();
+  const warn = createWarnOnce(log);
   const prepare = (config: Snapshot): Runtime => {
     if (config.tokens.ephemeralKey) {
-      log.warn(
+      warn(
         "no signing key configured (tokens.signing): tokens are signed with a key generated at start; they die with the process and are not shared between replicas",
       );
     }
+    for (const { line, col, message } of config.warnings) warn(message, { line, col });
     const key = forwarderKey(config.upstream);
     let forwarder = forwarders.get(key);
     if (forwarder === undefined) {

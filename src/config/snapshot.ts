@@ -20,6 +20,7 @@ import { compileLanguages, type LanguageSettings } from "../language/table.js";
 import { createEphemeralKeys, type EphemeralKeys, type KeyRing } from "../tokens/keys.js";
 import { createPlainSecrets, type PlainSecrets } from "../tokens/secrets.js";
 import { compileTokens, type TokenSettings } from "./tokens.js";
+import { configWarnings } from "./warnings.js";
 
 /** A listening address. */
 export interface HostPort {
@@ -59,6 +60,8 @@ export interface Snapshot {
   readonly tokens: TokenSettings;
   readonly health: { readonly liveness: string; readonly readiness: string };
   readonly shutdown: { readonly delayMs: number; readonly graceMs: number };
+  /** What the file gets wrong without being invalid, each at its line: printed, never refused. */
+  readonly warnings: readonly ConfigProblem[];
 }
 
 /** Where a problem found while building lies in the file, and what it is. */
@@ -121,6 +124,7 @@ export async function buildSnapshot(
       delayMs: durationMs(file.shutdown.delay),
       graceMs: durationMs(file.shutdown.grace),
     },
+    warnings: configWarnings(file).map((warning) => locateProblem(parsed, warning)),
   };
   if (problems.length > 0) {
     throw new ConfigError(

@@ -22,6 +22,7 @@ import { createEphemeralKeys } from "./tokens/keys.js";
 import { createPlainSecrets } from "./tokens/secrets.js";
 import { createClientErrorHandler } from "./http/client-errors.js";
 import { createRequestIds } from "./http/request-ids.js";
+import { adminRoutes, createAdminServer } from "./admin/server.js";
 import { createAccessLog, createLogger, createWarnOnce, type AccessLog } from "./log.js";
 import { createMetrics, showLimiterStoreUp, type Metrics } from "./metrics.js";
 import type { RequestContext, Stage } from "./pipeline/context.js";
@@ -240,25 +241,10 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
   // its body is needed never invites the body (RFC 9110 §10.1.1).
   server.on("checkContinue", handle);
 
-  const admin = createHttpServer((req, res) => {
-    if (req.method === "GET" && (req.url === "/metrics" || req.url?.startsWith("/metrics?"))) {
-      metrics.registry.metrics().then(
-        (text) => {
-          res.writeHead(200, { "content-type": metrics.registry.contentType });
-          res.end(text);
-        },
-        (error: unknown) => {
-          log.error({ err: error }, "metrics collection failed");
-          res.writeHead(500).end();
-        },
-      );
-      return;
-    }
-    res.writeHead(404, { "content-type": "application/json" });
-    res.end(
-      JSON.stringify({ error: "not_found", message: "the admin listener serves GET /metrics" }),
-    );
-  });
+  const admin = createAdminServer(
+    adminRoutes({ log, metrics, config: () => store.current.config }),
+    log,
+  );
 
   const listen = options.listen ?? first.listen;
   const adminListen = options.adminListen ?? first.adminListen;

@@ -21,9 +21,12 @@ COPY --from=build /app/dist/src ./dist/src
 # The documented example, for reference only: its demo client's secret is published, so the image
 # never runs it by default.
 COPY proxy.config.yaml config.schema.json ./
-RUN node dist/src/cli.js check --config proxy.config.yaml
+RUN mkdir .compile-cache && chown 1000:1000 .compile-cache
 # The node image's "node" user, by number: Kubernetes' runAsNonRoot can only verify a numeric user.
 USER 1000:1000
+# Node keeps a compile cache per user: it is filled by the user that runs gatehouse, and read at
+# every start, also from a read-only root file system.
+RUN node dist/src/cli.js check --config proxy.config.yaml
 EXPOSE 8080 9901
 # Node's own fetch, so the image needs no curl or wget; the port and path are the defaults.
 HEALTHCHECK --interval=10s --timeout=3s --start-period=10s --retries=3 \

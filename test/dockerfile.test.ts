@@ -11,6 +11,9 @@ import { startUpstream } from "./helpers/upstream.js";
 // No Docker engine runs here, so the image is checked for what can be checked without one: what
 // the build context holds, the instructions' form, and the image's command and health check run
 // from a clean production install laid out as the image lays it out.
+// A clean install of the production dependencies takes most of this file's time: on a loaded
+// machine, more than the suite's 120 s per file.
+t.setTimeout(300_000);
 const dockerfile = await readFile("Dockerfile", "utf8");
 // Instructions with their continuation lines joined, comments left out.
 const instructions = dockerfile

@@ -4,6 +4,7 @@
  * parsed; and the gatehouse config of each started as a process, with a Redis server of the
  * test's own and the signing key the example names.
  */
+import { spawnSync } from "node:child_process";
 import { readFile, mkdtemp, writeFile } from "node:fs/promises";
 import { statSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -144,11 +145,11 @@ t.test(
     t.equal(resolve(source, "proxy.config.yaml"), resolve(composeConfigPath));
     const [secret] = service.secrets ?? [];
     t.equal(composeConfig.file.tokens.signing.key_file, `/run/secrets/${secret}`);
-    t.match(
-      compose.secrets[secret as string]?.file,
-      /^\.\/keys\//,
-      "a file under the git-ignored keys/",
-    );
+    const keyFile = compose.secrets[secret as string]?.file as string;
+    t.match(keyFile, /^\.\/keys\//, "a file under keys/");
+    const ignored = spawnSync("git", ["check-ignore", "-q", join("deploy/compose", keyFile)]);
+    t.equal(ignored.status, 0, "which git ignores, like the top-level keys/");
+    t.equal(spawnSync("git", ["check-ignore", "-q", "keys/signing.pem"]).status, 0);
     t.equal(composeConfig.file.limits.store, "redis");
     t.equal(new URL(composeConfig.file.limits.redis.url).hostname, "redis");
     t.ok(compose.services.redis, "a redis service");

@@ -11,6 +11,7 @@ import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { processCpuNs } from "./cpu.js";
+import { withFootprint } from "./footprint.js";
 import { choosePinning, pin, type Pinning } from "./pin.js";
 import { runLoad, type LoadOptions, type LoadResult } from "./load.js";
 import { freePort, startBare, startGatehouse, startUpstream, type Served } from "./processes.js";
@@ -307,7 +308,7 @@ async function main(argv: string[]): Promise<number> {
   }
 }
 
-main(process.argv.slice(2)).then(
+withFootprint(main, process.argv.slice(2)).then(
   (code) => process.exit(code),
   (error: unknown) => {
     process.stderr.write(`bench: ${(error as Error).stack ?? String(error)}\n`);

@@ -52,7 +52,12 @@ const LOG_LINE_ROOM = 16384;
 // The most UTF-8 bytes one UTF-16 code unit can take.
 const UTF8_PER_UNIT = 3;
 
-const OPTIONS = { base: { service: "gatehouse" }, timestamp: isoTime } as const;
+const OPTIONS = {
+  base: { service: "gatehouse" },
+  timestamp: isoTime,
+  // The level as a word ("warn"), which a reader or a log pipeline understands without pino's table.
+  formatters: { level: (label: string) => ({ level: label }) },
+} as const;
 
 /**
  * A file descriptor (standard output) as the loggers see it: access lines are encoded into a
@@ -128,6 +133,19 @@ export function createLogger(level: string, destination?: DestinationStream): Lo
   return pino({ ...OPTIONS, level, redact: { paths: REDACTED_PATHS, censor: CENSOR } }, stream);
 }
 
+/**
+ * A warning logged the first time only: a reload that keeps a setting worth a warning does not
+ * repeat it, so the log of a long-running process is not a list of the same line.
+ */
+export function createWarnOnce(log: Logger): (message: string, fields?: object) => void {
+  const said = new Set<string>();
+  return (message, fields = {}) => {
+    if (said.has(message)) return;
+    said.add(message);
+    log.warn(fields, message);
+  };
+}
+
 /** One access-log line's fields; undefined ones are left out, as pino leaves them out. */
 export interface AccessFields {
   readonly requestId: string;
@@ -180,7 +198,7 @@ export function createAccessLog(log: Logger): AccessLog {
   return {
     write(f) {
       if (log.levelVal > info) return;
-      let line = `{"level":${info}${isoTime()},"service":"gatehouse","requestId":${quoted(f.requestId)}`;
+      let line = `{"level":"info"${isoTime()},"service":"gatehouse","requestId":${quoted(f.requestId)}`;
       if (f.method !== undefined) line += `,"method":${quoted(f.method)}`;
       line += `,"path":${quoted(f.path)},"route":${quoted(f.route)},"status":${f.status}`;
       line += `,"durationMs":${hundredths(f.durationMs)}`;

@@ -20,12 +20,11 @@ import type { CounterStore } from "./limits/counters.js";
 import { createMemoryStore } from "./limits/memory-store.js";
 import { createEphemeralKeys } from "./tokens/keys.js";
 import { createPlainSecrets } from "./tokens/secrets.js";
-import { adminRefusal } from "./admin/access.js";
-import { limitsAdmin, type AdminAnswer } from "./admin/limits.js";
 import { createClientErrorHandler } from "./http/client-errors.js";
 import { manageConnections } from "./http/connections.js";
 import { createRequestIds } from "./http/request-ids.js";
-import { createAccessLog, createLogger, type AccessLog } from "./log.js";
+import { adminRoutes, createAdminServer } from "./admin/server.js";
+import { createAccessLog, createLogger, createWarnOnce, type AccessLog } from "./log.js";
 import { createMetrics, type Metrics } from "./metrics.js";
 import type { RequestContext, Stage } from "./pipeline/context.js";
 import { runPipeline } from "./pipeline/runner.js";
@@ -34,7 +33,6 @@ import { buildStages } from "./pipeline/stages.js";
 import { createForwarder, forwarderKey, type Forwarder } from "./upstream/forwarder.js";
 
 const CONTEXT = Symbol("gatehouse.context");
-type AdminReply = AdminAnswer & { readonly headers?: Record<string, string> };
 type TrackedResponse = ServerResponse & { [CONTEXT]?: RequestContext };
 
 /** What one config snapshot runs with. */
@@ -142,12 +140,14 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
   };
 
   const forwarders = new Map<string, Forwarder>();
+  const warn = createWarnOnce(log);
   const prepare = async (config: Snapshot): Promise<Runtime> => {
     if (config.tokens.ephemeralKey) {
-      log.warn(
+      warn(
         "no signing key configured (tokens.signing): tokens are signed with a key generated at start; they die with the process and are not shared between replicas",
       );
     }
+    for (const { line, col, message } of config.warnings) warn(message, { line, col });
     const key = forwarderKey(config.upstream);
     let forwarder = forwarders.get(key);
     if (forwarder === undefined) {
@@ -235,64 +235,19 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
   // its body is needed never invites the body (RFC 9110 §10.1.1).
   server.on("checkContinue", onRequest);
 
-  const adminHost = (options.adminListen ?? first.adminListen).host;
-  const adminJson = (res: ServerResponse, answer: AdminReply): void => {
-    if (answer.body === undefined) {
-      res.writeHead(answer.status, answer.headers).end();
-      return;
-    }
-    res.writeHead(answer.status, { ...answer.headers, "content-type": "application/json" });
-    res.end(JSON.stringify(answer.body));
-  };
-  const admin = createHttpServer((req, res) => {
-    const method = req.method ?? "GET";
-    const path = (req.url ?? "/").split("?")[0] as string;
-    const isMetrics = method === "GET" && path === "/metrics";
-    const refusal = adminRefusal(
-      method,
-      isMetrics,
-      req.headers.authorization,
-      store.current.config.adminToken,
-      adminHost,
-    );
-    if (refusal !== undefined) {
-      adminJson(res, refusal);
-      return;
-    }
-    if (isMetrics) {
-      metrics.registry.metrics().then(
-        (text) => {
-          res.writeHead(200, { "content-type": metrics.registry.contentType });
-          res.end(text);
-        },
-        (error: unknown) => {
-          log.error({ err: error }, "metrics collection failed");
-          res.writeHead(500).end();
-        },
-      );
-      return;
-    }
-    limitsAdmin(method, path, { current: () => store.current, now: services.now }).then(
-      (answer) =>
-        adminJson(
-          res,
-          answer ?? {
-            status: 404,
-            body: {
-              error: "not_found",
-              message: "the admin listener serves GET /metrics and /limits/...",
-            },
-          },
-        ),
-      (error: unknown) => {
-        log.warn({ err: error }, "admin limits request failed");
-        adminJson(res, {
-          status: 503,
-          body: { error: "limits_unavailable", message: "the limits store cannot be reached" },
-        });
-      },
-    );
-  });
+  const admin = createAdminServer(
+    adminRoutes({
+      log,
+      metrics,
+      config: () => store.current.config,
+      limits: { current: () => store.current, now: services.now },
+    }),
+    log,
+    {
+      token: () => store.current.config.adminToken,
+      host: (options.adminListen ?? first.adminListen).host,
+    },
+  );
 
   const listen = options.listen ?? first.listen;
   const adminListen = options.adminListen ?? first.adminListen;

@@ -31,7 +31,7 @@ t.test("a line has pino's shape and every field", async (t) => {
   const { log, logs } = memoryLogger();
   createAccessLog(log).write(fields);
   t.equal(logs.length, 1);
-  t.match(logs[0], { level: 30, service: "gatehouse", msg: "request", ...fields });
+  t.match(logs[0], { level: "info", service: "gatehouse", msg: "request", ...fields });
   t.match(logs[0]?.time, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
 });
 

@@ -1,5 +1,5 @@
 /** `gatehouse keygen` and `gatehouse hash-secret`, run as the built command. */
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { readFile } from "node:fs/promises";
 import t from "tap";
 import { importPKCS8 } from "jose";
@@ -78,3 +78,45 @@ t.test("the example config's demo client secret matches its secret_hash", async 
   t.equal(file.clients[0]?.id, "reporting-app");
   t.ok(await matches(file.clients[0]?.secret_hash as string, demo as string));
 });
+
+// util-linux `script` runs the command on a pseudo-terminal of its own: what the terminal would
+// show comes out on script's stdout, and what is written to script's stdin is typed.
+const hasScript = spawnSync("script", ["--version"]).status === 0;
+
+t.test(
+  "hash-secret on a terminal asks twice and does not echo",
+  { skip: !hasScript },
+  async (t) => {
+    const typed = (answers: readonly string[]) =>
+      new Promise<{ code: number | null; screen: string }>((done) => {
+        const child = spawn("script", [
+          "-qec",
+          `${process.execPath} ${CLI} hash-secret`,
+          "/dev/null",
+        ]);
+        let screen = "";
+        const prompts = ["client secret: ", "again: "];
+        let answered = 0;
+        child.stdout.on("data", (chunk: Buffer) => {
+          screen += chunk.toString("utf8");
+          // Each answer is typed once its prompt is shown, when the terminal no longer echoes.
+          const prompt = prompts[answered];
+          if (prompt !== undefined && screen.includes(prompt)) {
+            child.stdin.write(`${answers[answered] ?? ""}\r`);
+            answered++;
+          }
+        });
+        child.once("exit", (code) => done({ code, screen }));
+      });
+    const secret = "typed-secret-5e0b";
+    const same = await typed([secret, secret]);
+    t.equal(same.code, 0);
+    t.notOk(same.screen.includes(secret), "the secret is never shown");
+    const hash = /scrypt\$\S+/.exec(same.screen)?.[0] as string;
+    t.ok(await matches(hash, secret), "the hash is the typed secret's");
+    const differ = await typed([secret, `${secret}x`]);
+    t.equal(differ.code, 1);
+    t.match(differ.screen, /the two secrets differ/);
+    t.notMatch(differ.screen, /scrypt\$/);
+  },
+);

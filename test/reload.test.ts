@@ -141,7 +141,7 @@ t.test("a bad file changes nothing, is logged and counted; a good one recovers",
   t.equal(await status(`${gh.url}/v1/a`), 200, "the old routes keep working");
   t.equal(await status(`${gh.url}/readyz`), 200, "readiness stays up");
   const failure = gh.logs.find((l) => l.msg?.toString().startsWith("config reload failed"));
-  t.equal(failure?.level, 50, "logged as an error");
+  t.equal(failure?.level, "error", "logged as an error");
   t.match(failure?.problems, [/proxy\.config\.yaml:\d+:\d+ /], "with file, line and column");
 
   const failuresBefore = await reloadCount(adminUrl, "failure");

@@ -63,22 +63,15 @@ function target(kind: string, raw: string): Target | AdminAnswer {
 }
 
 /**
- * Answers a `/limits/...` request, or returns undefined when the path is not one; `method` is
- * GET or DELETE (others: 405).
+ * Answers a `/limits/...` request, or returns undefined when the path is not one.
  */
 export async function limitsAdmin(
-  method: string,
+  method: "GET" | "DELETE",
   path: string,
   deps: LimitsAdminDeps,
 ): Promise<AdminAnswer | undefined> {
   const match = PATH.exec(path);
   if (match === null) return undefined;
-  if (method !== "GET" && method !== "DELETE") {
-    return {
-      status: 405,
-      body: { error: "method_not_allowed", message: "use GET to read or DELETE to reset" },
-    };
-  }
   const who = target(match[1] as string, match[2] as string);
   if ("status" in who) return who;
   const { config, limiterStore } = deps.current();

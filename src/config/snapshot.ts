@@ -20,6 +20,7 @@ import { compileLanguages, type LanguageSettings } from "../language/table.js";
 import { createEphemeralKeys, type EphemeralKeys, type KeyRing } from "../tokens/keys.js";
 import { createPlainSecrets, type PlainSecrets } from "../tokens/secrets.js";
 import { compileTokens, type TokenSettings } from "./tokens.js";
+import { configWarnings } from "./warnings.js";
 
 /** A listening address. */
 export interface HostPort {
@@ -63,6 +64,8 @@ export interface Snapshot {
   readonly shutdown: { readonly delayMs: number; readonly graceMs: number };
   /** The admin API's bearer token, from `admin_token_env`; undefined when none is set. */
   readonly adminToken: string | undefined;
+  /** What the file gets wrong without being invalid, each at its line: printed, never refused. */
+  readonly warnings: readonly ConfigProblem[];
 }
 
 /** Where a problem found while building lies in the file, and what it is. */
@@ -127,6 +130,7 @@ export async function buildSnapshot(
       graceMs: durationMs(file.shutdown.grace),
     },
     adminToken: adminToken(file.admin_token_env, options.env, problems),
+    warnings: configWarnings(file).map((warning) => locateProblem(parsed, warning)),
   };
   if (problems.length > 0) {
     throw new ConfigError(

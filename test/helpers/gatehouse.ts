@@ -3,7 +3,8 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Writable } from "node:stream";
-import { pino, type Logger } from "pino";
+import type { Logger } from "pino";
+import { createLogger } from "../../src/log.js";
 import { startGatehouse, type Gatehouse, type StartOptions } from "../../src/server.js";
 
 /** A gatehouse started for a test, with its config folder and captured log lines. */
@@ -32,7 +33,7 @@ export function memoryLogger(): { log: Logger; logs: Array<Record<string, unknow
       done();
     },
   });
-  return { log: pino({ level: "debug" }, sink), logs };
+  return { log: createLogger("debug", sink), logs };
 }
 
 /** Writes `yaml` as proxy.config.yaml in a new folder and starts gatehouse on it. */

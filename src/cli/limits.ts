@@ -3,15 +3,13 @@
  * endpoints from the command line, for support desks and scripts. Exit codes: 0 success, 1
  * failure (unknown client, admin unreachable, refused), 2 usage.
  */
-import { parseArgs } from "node:util";
 
-/** How to use the command. */
-export const LIMITS_USAGE = `usage:
-  gatehouse limits show ID [--address] [--admin URL] [--json]   a client's (or an address's) counters
-  gatehouse limits reset ID [--address] [--admin URL]           reset them, for every replica
-  URL: the admin listener (default $GATEHOUSE_ADMIN_URL or http://127.0.0.1:9901);
-  the token, when admin_token_env is set, comes from $GATEHOUSE_ADMIN_TOKEN.
-`;
+/** The command's checked options and arguments (`show|reset`, then the id). */
+export interface LimitsInput {
+  readonly values: Readonly<Record<string, string | boolean | undefined>>;
+  readonly positionals: readonly string[];
+  readonly env: NodeJS.ProcessEnv;
+}
 
 /** Where the command writes. */
 export interface Output {
@@ -54,35 +52,27 @@ export function limitsTable(body: Record<string, unknown>): string {
   return `${who}  plan ${plan}\n${lines.join("\n")}\n`;
 }
 
-/** Runs `gatehouse limits ...`; returns the exit code. */
+/** Runs `gatehouse limits show|reset ID`; returns the exit code. */
 export async function limitsCommand(
-  argv: readonly string[],
-  env: NodeJS.ProcessEnv,
-  out: Output,
-  err: Output,
+  input: LimitsInput,
+  out: Output = process.stdout,
+  err: Output = process.stderr,
 ): Promise<number> {
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args: [...argv],
-      allowPositionals: true,
-      options: {
-        address: { type: "boolean" },
-        admin: { type: "string" },
-        json: { type: "boolean" },
-      },
-    });
-  } catch (error) {
-    err.write(`gatehouse limits: ${(error as Error).message}\n${LIMITS_USAGE}`);
+  const { values, positionals, env } = input;
+  const [action, id] = positionals;
+  if ((action !== "show" && action !== "reset") || id === undefined) {
+    err.write(`gatehouse: limits takes show or reset, then a client id or an address
+`);
     return 2;
   }
-  const { values, positionals } = parsed;
-  const [action, id, ...extra] = positionals;
-  if ((action !== "show" && action !== "reset") || id === undefined || extra.length > 0) {
-    err.write(LIMITS_USAGE);
+  if (action === "reset" && values.json === true) {
+    err.write("gatehouse: --json is an option of limits show\n");
     return 2;
   }
-  const base = values.admin ?? env.GATEHOUSE_ADMIN_URL ?? "http://127.0.0.1:9901";
+  const base =
+    typeof values.admin === "string"
+      ? values.admin
+      : env.GATEHOUSE_ADMIN_URL || "http://127.0.0.1:9901";
   let url: URL;
   try {
     url = new URL(

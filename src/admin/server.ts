@@ -1,0 +1,162 @@
+/**
+ * The admin listener (`admin_listen`): a small table of routes, each a method, a path and a
+ * handler. It serves operators and Prometheus, never the public: every answer is JSON but
+ * /metrics, and nothing it shows carries a secret.
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { Logger } from "pino";
+import type { Snapshot } from "../config/snapshot.js";
+import type { Metrics } from "../metrics.js";
+import { adminRefusal } from "./access.js";
+import { publicConfig } from "./config-view.js";
+import { limitsAdmin, type LimitsAdminDeps } from "./limits.js";
+import { packageVersion } from "./version.js";
+
+/** One admin route. */
+export interface AdminRoute {
+  readonly method: "GET" | "DELETE";
+  /** An exact path, or a prefix ending in `/*` whose remainder is handed to the handler. */
+  readonly path: string;
+  handle(req: IncomingMessage, res: ServerResponse, rest: string): void | Promise<void>;
+}
+
+/** What the admin routes read. */
+export interface AdminContext {
+  readonly log: Logger;
+  readonly metrics: Metrics;
+  /** The snapshot in force. */
+  readonly config: () => Snapshot;
+  /** The counters behind the config in force, for `/limits/...`. */
+  readonly limits: LimitsAdminDeps;
+}
+
+/** Who may ask: the admin token of the config in force, and the host the listener is bound to. */
+export interface AdminAccess {
+  readonly token: () => string | undefined;
+  readonly host: string;
+}
+
+/** Writes `body` as a JSON answer. */
+export function sendJson(res: ServerResponse, status: number, body: unknown): void {
+  res.writeHead(status, { "content-type": "application/json", "cache-control": "no-store" });
+  res.end(JSON.stringify(body));
+}
+
+/** The routes every admin listener serves. */
+export function adminRoutes({ log, metrics, config, limits }: AdminContext): AdminRoute[] {
+  const counters = (method: "GET" | "DELETE"): AdminRoute => ({
+    method,
+    path: "/limits/*",
+    async handle(_req, res, rest) {
+      let answer;
+      try {
+        answer = await limitsAdmin(method, `/limits/${rest}`, limits);
+      } catch (error) {
+        log.warn({ err: error }, "admin limits request failed");
+        sendJson(res, 503, {
+          error: "limits_unavailable",
+          message: "the limits store cannot be reached; try again shortly",
+        });
+        return;
+      }
+      if (answer === undefined) {
+        sendJson(res, 404, {
+          error: "not_found",
+          message: "use /limits/clients/{id} or /limits/addresses/{address}",
+        });
+      } else if (answer.body === undefined) {
+        res.writeHead(answer.status).end();
+      } else {
+        sendJson(res, answer.status, answer.body);
+      }
+    },
+  });
+  return [
+    {
+      method: "GET",
+      path: "/metrics",
+      async handle(_req, res) {
+        const text = await metrics.registry.metrics();
+        res.writeHead(200, { "content-type": metrics.registry.contentType });
+        res.end(text);
+      },
+    },
+    {
+      method: "GET",
+      path: "/config",
+      handle: (_req, res) => sendJson(res, 200, publicConfig(config().file)),
+    },
+    {
+      method: "GET",
+      path: "/version",
+      handle: (_req, res) => sendJson(res, 200, { version: packageVersion() }),
+    },
+    counters("GET"),
+    counters("DELETE"),
+  ];
+}
+
+function matches(route: AdminRoute, path: string): string | undefined {
+  if (!route.path.endsWith("/*")) return route.path === path ? "" : undefined;
+  const prefix = route.path.slice(0, -1);
+  return path.startsWith(prefix) && path.length > prefix.length
+    ? path.slice(prefix.length)
+    : undefined;
+}
+
+/** The admin listener's server (not yet listening), answering from `routes`. */
+export function createAdminServer(
+  routes: readonly AdminRoute[],
+  log: Logger,
+  access: AdminAccess,
+): Server {
+  return createServer((req, res) => {
+    const target = req.url ?? "/";
+    const query = target.indexOf("?");
+    const path = query === -1 ? target : target.slice(0, query);
+    // HEAD is answered as GET is; Node leaves the body out.
+    const method = req.method === "HEAD" ? "GET" : (req.method ?? "GET");
+    const refusal = adminRefusal(
+      method,
+      method === "GET" && path === "/metrics",
+      req.headers.authorization,
+      access.token(),
+      access.host,
+    );
+    if (refusal !== undefined) {
+      if (refusal.headers !== undefined)
+        for (const [k, v] of Object.entries(refusal.headers)) res.setHeader(k, v);
+      sendJson(res, refusal.status, refusal.body);
+      return;
+    }
+    const found = routes.flatMap((route) => {
+      const rest = matches(route, path);
+      return rest === undefined ? [] : [{ route, rest }];
+    });
+    if (found.length === 0) {
+      const paths = routes.map((route) => `${route.method} ${route.path}`).join(", ");
+      sendJson(res, 404, { error: "not_found", message: `the admin listener serves ${paths}` });
+      return;
+    }
+    const chosen = found.find(({ route }) => route.method === method);
+    if (chosen === undefined) {
+      const allow = [...new Set(found.map(({ route }) => route.method))].join(", ");
+      res.setHeader("allow", allow);
+      sendJson(res, 405, {
+        error: "method_not_allowed",
+        message: `${path} answers ${allow}`,
+      });
+      return;
+    }
+    Promise.resolve()
+      .then(() => chosen.route.handle(req, res, chosen.rest))
+      .catch((error: unknown) => {
+        log.error({ err: error, path }, "admin request failed");
+        if (!res.headersSent) {
+          sendJson(res, 500, { error: "internal_error", message: "see gatehouse's log" });
+        } else {
+          res.destroy();
+        }
+      });
+  });
+}

@@ -1,0 +1,66 @@
+/** `gatehouse run` and `gatehouse check`: the proxy itself, and the check of its file. */
+import { ConfigError, type ConfigProblem } from "../config/load.js";
+import { loadSnapshot } from "../config/snapshot.js";
+import { startGatehouse } from "../server.js";
+
+function warningLines(file: string, warnings: readonly ConfigProblem[]): string {
+  return warnings.map((w) => `${file}:${w.line}:${w.col} warning: ${w.message}\n`).join("");
+}
+
+/** Validates the file: a summary on stdout and 0, or every problem on stderr and 1. */
+export async function check(configPath: string, env: NodeJS.ProcessEnv): Promise<number> {
+  try {
+    const config = await loadSnapshot(configPath, { env });
+    const { routes, clients, plans } = config.file;
+    process.stderr.write(warningLines(configPath, config.warnings));
+    process.stdout.write(
+      `${configPath}: ok (${routes.length} routes, ${clients.length} clients, ` +
+        `${Object.keys(plans).length} plans; upstream ${config.upstream.url.href})\n`,
+    );
+    return 0;
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      process.stderr.write(`${error.message}\n`);
+      return 1;
+    }
+    throw error;
+  }
+}
+
+/** Serves until SIGTERM or SIGINT; resolves with 0 after a clean drain, 1 otherwise. */
+export async function run(configPath: string, env: NodeJS.ProcessEnv): Promise<number> {
+  let gatehouse;
+  try {
+    gatehouse = await startGatehouse({ configPath, env });
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      process.stderr.write(`${error.message}\n`);
+      return 1;
+    }
+    process.stderr.write(`gatehouse: cannot start: ${(error as Error).message}\n`);
+    return 1;
+  }
+  const { log } = gatehouse;
+  process.on("SIGHUP", () => void gatehouse.reload("SIGHUP"));
+  return new Promise<number>((done) => {
+    let stopping = false;
+    const stop = (signal: NodeJS.Signals) => {
+      if (stopping) {
+        log.warn({ signal }, "second signal: exiting now");
+        done(1);
+        return;
+      }
+      stopping = true;
+      log.info({ signal }, "shutting down");
+      gatehouse.shutdown().then(
+        () => done(0),
+        (error: unknown) => {
+          log.error({ err: error }, "shutdown failed");
+          done(1);
+        },
+      );
+    };
+    process.on("SIGTERM", stop);
+    process.on("SIGINT", stop);
+  }).then((code) => new Promise<number>((done) => log.flush(() => done(code))));
+}

@@ -1,0 +1,133 @@
+/** The admin listener's routes: /config without credentials, /version, and its error answers. */
+import { readFile } from "node:fs/promises";
+import t from "tap";
+import { generateKeyPem } from "../src/tokens/keys.js";
+import { hashSecret } from "../src/tokens/secrets.js";
+import { configFor, startTestGatehouse, type TestGatehouse } from "./helpers/gatehouse.js";
+import { json, send } from "./helpers/client.js";
+import { startUpstream } from "./helpers/upstream.js";
+
+const upstream = await startUpstream();
+t.teardown(() => upstream.close());
+
+const CLIENT_SECRET = "admin-test-client-secret-41f0";
+const ENV_SECRET = "admin-test-env-secret-9c3d5e";
+const REDIS_PASSWORD = "redis-pa55word-7b1e";
+const keyPem = await generateKeyPem("EdDSA");
+const secretHash = await hashSecret(CLIENT_SECRET);
+
+function adminUrl(gh: TestGatehouse): string {
+  return `http://127.0.0.1:${gh.gatehouse.adminAddress.port}`;
+}
+
+function withCredentials(extra = ""): string {
+  return configFor(
+    upstream.url,
+    `tokens:
+  signing:
+    key_file: signing.pem
+clients:
+  - id: hashed-app
+    secret_hash: "${secretHash}"
+  - id: env-app
+    secret_env: ADMIN_TEST_SECRET
+limits:
+  store: memory
+  redis:
+    url: redis://gatehouse:${REDIS_PASSWORD}@127.0.0.1:6379
+routes:
+  - path: /v1/items
+    methods: [GET]
+${extra}`,
+  );
+}
+
+const gh = await startTestGatehouse(withCredentials(), {
+  env: { ADMIN_TEST_SECRET: ENV_SECRET },
+  files: { "signing.pem": keyPem },
+});
+t.teardown(() => gh.close());
+
+t.test("GET /config shows the config in force with its defaults", async (t) => {
+  const answer = await send(`${adminUrl(gh)}/config`);
+  t.equal(answer.status, 200);
+  t.match(answer.headers["content-type"], /^application\/json/);
+  const config = json(answer) as {
+    upstream: { url: string; timeout: string };
+    clients: Array<Record<string, unknown>>;
+    tokens: { signing: Record<string, unknown> };
+    limits: { redis: { url: string } };
+    logging: { level: string };
+  };
+  t.equal(config.upstream.url, upstream.url);
+  t.equal(config.upstream.timeout, "2s");
+  t.equal(config.logging.level, "info", "defaults are filled in");
+  t.strictSame(config.clients, [
+    { id: "hashed-app" },
+    { id: "env-app", secret_env: "ADMIN_TEST_SECRET" },
+  ]);
+  t.equal(config.tokens.signing.key_file, "signing.pem", "the key's path, not the key");
+  t.equal(
+    config.limits.redis.url,
+    "redis://gatehouse@127.0.0.1:6379",
+    "the URL without its password",
+  );
+});
+
+t.test("GET /config shows no secret, secret hash or key", async (t) => {
+  const body = (await send(`${adminUrl(gh)}/config`)).body.toString("utf8");
+  const keyBody = keyPem.split("\n")[1] as string;
+  for (const [what, value] of [
+    ["the client secret", CLIENT_SECRET],
+    ["the secret hash", secretHash],
+    ["the hash's derived key", secretHash.split("$").at(-1) as string],
+    ["the secret from the environment", ENV_SECRET],
+    ["the Redis password", REDIS_PASSWORD],
+    ["the signing key", keyBody],
+    ["scrypt at all", "scrypt"],
+  ] as const) {
+    t.notOk(body.includes(value), `${what} does not appear`);
+  }
+});
+
+t.test("GET /config follows a reload", async (t) => {
+  await gh.writeConfig(withCredentials("  - path: /v1/reports\n    methods: [GET]\n"));
+  t.equal(await gh.gatehouse.reload(), "success");
+  const config = json(await send(`${adminUrl(gh)}/config`)) as { routes: Array<{ path: string }> };
+  t.strictSame(
+    config.routes.map((route) => route.path),
+    ["/v1/items", "/v1/reports"],
+  );
+});
+
+t.test("GET /version is package.json's version", async (t) => {
+  const { version } = JSON.parse(await readFile("package.json", "utf8")) as { version: string };
+  const answer = await send(`${adminUrl(gh)}/version`);
+  t.equal(answer.status, 200);
+  t.strictSame(json(answer), { version });
+  t.match(version, /^\d+\.\d+\.\d+/);
+});
+
+t.test("a query is ignored; HEAD is answered as GET, without a body", async (t) => {
+  t.equal((await send(`${adminUrl(gh)}/version?pretty=1`)).status, 200);
+  const head = await send(`${adminUrl(gh)}/version`, { method: "HEAD" });
+  t.equal(head.status, 200);
+  t.equal(head.body.length, 0);
+});
+
+t.test("an unknown path is 404 not_found; another method 405 with Allow", async (t) => {
+  const missing = await send(`${adminUrl(gh)}/configs`);
+  t.equal(missing.status, 404);
+  t.equal(json(missing).error, "not_found");
+  t.match(json(missing).message, /GET \/config/);
+  const wrong = await send(`${adminUrl(gh)}/config`, { method: "POST" });
+  t.equal(wrong.status, 405);
+  t.equal(wrong.headers.allow, "GET");
+  t.equal(json(wrong).error, "method_not_allowed");
+});
+
+t.test("GET /metrics still serves Prometheus text", async (t) => {
+  const answer = await send(`${adminUrl(gh)}/metrics`);
+  t.equal(answer.status, 200);
+  t.match(answer.body.toString("utf8"), /^# HELP /m);
+});

@@ -1,0 +1,107 @@
+/**
+ * Warnings about valid files, from `check` and at the start, and the log's levels as words: run
+ * as the built command, with a Redis server of the test's own.
+ */
+import { spawnSync } from "node:child_process";
+import { mkdtemp, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import t from "tap";
+import { generateKeyPem } from "../src/tokens/keys.js";
+import { startCli } from "./helpers/cli.js";
+import { eventually } from "./helpers/client.js";
+import { startTestRedis } from "./helpers/redis.js";
+import { startUpstream } from "./helpers/upstream.js";
+
+const CLI = "dist/src/cli.js";
+const FLEET_WARNING = /replicas will not accept each other's tokens/;
+const NO_KEY_WARNING = /^no signing key configured/;
+
+const redis = await startTestRedis();
+t.teardown(() => redis.close());
+const upstream = await startUpstream();
+t.teardown(() => upstream.close());
+const dir = await mkdtemp(join(tmpdir(), "gatehouse-warnings-"));
+await writeFile(join(dir, "signing.pem"), await generateKeyPem("EdDSA"));
+
+function config(store: "memory" | "redis", signing = "", extra = ""): string {
+  return `listen: 127.0.0.1:0
+admin_listen: 127.0.0.1:0
+upstream:
+  url: ${upstream.url}
+tokens:
+  signing:
+    algorithm: EdDSA
+${signing}limits:
+  store: ${store}
+  redis:
+    url: ${redis.url}
+${extra}`;
+}
+
+async function written(name: string, text: string): Promise<string> {
+  const path = join(dir, name);
+  await writeFile(path, text);
+  return path;
+}
+
+function check(path: string) {
+  return spawnSync(process.execPath, [CLI, "check", "--config", path], { encoding: "utf8" });
+}
+
+t.test("check warns at limits.store when Redis replicas share no key, and exits 0", async (t) => {
+  const path = await written("redis-no-key.yaml", config("redis"));
+  const result = check(path);
+  t.equal(result.status, 0);
+  t.match(result.stdout, /: ok \(/);
+  const lines = result.stderr.trimEnd().split("\n");
+  t.equal(lines.length, 1);
+  t.match(lines[0], `${path}:9:10 warning: limits.store: is redis but tokens.signing has neither`);
+  t.match(lines[0], FLEET_WARNING);
+});
+
+t.test("no warning with a shared key, or with the memory store", async (t) => {
+  for (const [name, text] of [
+    ["redis-key.yaml", config("redis", "    key_file: signing.pem\n")],
+    ["memory.yaml", config("memory")],
+  ] as const) {
+    const result = check(await written(name, text));
+    t.equal(result.status, 0, name);
+    t.equal(result.stderr, "", name);
+  }
+});
+
+t.test(
+  "the start logs each warning once, with the level as a word; reloads repeat none",
+  async (t) => {
+    const path = await written("run.yaml", config("redis"));
+    const cli = await startCli(["--config", path]);
+    const lines = cli.lines();
+    const warnings = () => cli.lines().filter((line) => line.level === "warn");
+    t.ok(
+      lines.every((line) => typeof line.level === "string"),
+      "every level is a word",
+    );
+    t.equal(lines.find((line) => line.msg === "gatehouse listening")?.level, "info");
+    t.equal(warnings().filter((line) => FLEET_WARNING.test(String(line.msg))).length, 1);
+    t.equal(warnings().filter((line) => NO_KEY_WARNING.test(String(line.msg))).length, 1);
+    t.match(
+      warnings().find((line) => FLEET_WARNING.test(String(line.msg))),
+      { line: 9, col: 10 },
+    );
+
+    // Two reloads that keep both reasons for a warning: the routes change, the store and key do not.
+    for (const route of ["/a", "/b"]) {
+      await writeFile(
+        path,
+        config("redis", "", `routes:\n  - path: ${route}\n    methods: [GET]\n`),
+      );
+      const reloads = () => cli.lines().filter((line) => line.msg === "config reloaded").length;
+      const before = reloads();
+      cli.child.kill("SIGHUP");
+      t.ok(await eventually(async () => reloads() > before), `reloaded with ${route}`);
+    }
+    t.equal(warnings().length, 2, "still one line per warning");
+    t.equal(await cli.stop("SIGTERM"), 0);
+  },
+);

@@ -114,9 +114,9 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
     tokenBodyMs: options.clientTimeouts?.tokenBodyMs ?? TOKEN_BODY_TIMEOUT_MS,
   };
 
-  // One memory store per process, one connection per Redis URL and one store per Redis settings,
-  // outliving reloads: a plan that a reload leaves alone keeps its counters, and a reload that
-  // changes only the prefix, timeout or outage policy keeps the connection.
+  // One memory store per process, one connection per Redis connection settings and one store per
+  // Redis settings, outliving reloads: a plan that a reload leaves alone keeps its counters, and a
+  // reload that changes only the prefix or outage policy keeps the connection.
   const memoryStore = createMemoryStore();
   if (first.limits.stateFile !== undefined) {
     await restoreCounters(memoryStore, first.limits.stateFile, log);
@@ -128,10 +128,10 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
     const key = redisStoreKey(settings);
     let redis = redisStores.get(key);
     if (redis === undefined) {
-      let connection = redisConnections.get(settings.url);
+      let connection = redisConnections.get(settings.connectionKey);
       if (connection === undefined) {
         connection = connectRedis(settings, { log, metrics });
-        redisConnections.set(settings.url, connection);
+        redisConnections.set(settings.connectionKey, connection);
       }
       redis = createRedisStore(connection, settings, metrics);
       redisStores.set(key, redis);
@@ -140,12 +140,12 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
   };
   // What the config in force does not use is let go: its connection is closed.
   const releaseRedis = (inForce: StoreSettings | undefined): Promise<unknown> => {
-    const url = inForce?.kind === "redis" ? inForce.url : undefined;
+    const kept = inForce?.kind === "redis" ? inForce.connectionKey : undefined;
     const key = inForce?.kind === "redis" ? redisStoreKey(inForce) : undefined;
     for (const stored of [...redisStores.keys()]) if (stored !== key) redisStores.delete(stored);
-    const closing = [...redisConnections].filter(([connected]) => connected !== url);
+    const closing = [...redisConnections].filter(([connected]) => connected !== kept);
     for (const [connected] of closing) redisConnections.delete(connected);
-    showLimiterStoreUp(metrics, url !== undefined);
+    showLimiterStoreUp(metrics, kept !== undefined);
     return Promise.all(closing.map(([, connection]) => connection.close()));
   };
 
@@ -325,10 +325,10 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
   };
 }
 
-// The Redis settings that make a store: another prefix, timeout or outage policy is another store
-// over the same connection (one per URL).
+// The Redis settings that make a store: another prefix or outage policy is another store over the
+// same connection (one per connection key, which the timeout is part of).
 function redisStoreKey(settings: Extract<StoreSettings, { kind: "redis" }>): string {
-  return JSON.stringify([settings.url, settings.keyPrefix, settings.timeoutMs, settings.onOutage]);
+  return JSON.stringify([settings.connectionKey, settings.keyPrefix, settings.onOutage]);
 }
 
 function limitsReady(runtime: Runtime): boolean {

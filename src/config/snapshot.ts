@@ -20,6 +20,7 @@ import { compileLanguages, type LanguageSettings } from "../language/table.js";
 import { createEphemeralKeys, type EphemeralKeys, type KeyRing } from "../tokens/keys.js";
 import { createPlainSecrets, type PlainSecrets } from "../tokens/secrets.js";
 import { compileTokens, type TokenSettings } from "./tokens.js";
+import { compileRedis } from "./redis.js";
 
 /** A listening address. */
 export interface HostPort {
@@ -97,6 +98,10 @@ export async function buildSnapshot(
     plainSecrets: options.plainSecrets ?? createPlainSecrets(),
     problems,
   });
+  const redis =
+    file.limits.store === "redis"
+      ? await compileRedis(file.limits.redis, { baseDir, env: options.env, problems })
+      : undefined;
   const snapshot: Snapshot = {
     file: deepFreeze(file),
     source: options.source,
@@ -113,7 +118,7 @@ export async function buildSnapshot(
       forwardAuthorization: file.upstream.forward_authorization,
     },
     routes: compileRoutes(file.routes),
-    limits: compileLimits(file, baseDir),
+    limits: compileLimits(file, baseDir, redis),
     languages: compileLanguages(file.languages),
     tokens,
     health: { liveness: file.health.liveness_path, readiness: file.health.readiness_path },

@@ -1,9 +1,10 @@
 /**
- * The connection to Redis shared by every Redis store that names the same URL: connected in the
- * background, bounded per command, and watched by a health check so readiness follows Redis.
+ * The connection to Redis shared by every Redis store with the same connection settings: one
+ * server, a Cluster or the primary that Sentinel names, connected in the background, bounded per
+ * command, and watched by a health check so readiness follows Redis.
  */
 import { performance } from "node:perf_hooks";
-import { Redis } from "ioredis";
+import { Cluster, Redis, type RedisOptions } from "ioredis";
 import type { Logger } from "pino";
 import type { Metrics } from "../metrics.js";
 import type { RedisSettings } from "./plans.js";
@@ -15,9 +16,16 @@ const HEALTH_DEADLINE_MS = 1000;
 /** The longest wait between two reconnection attempts. */
 const MAX_RECONNECT_DELAY_MS = 1000;
 
-/** One connection to one Redis, shared by every store that names its URL. */
+/**
+ * A Cluster client as the stores see it. A store may set `options.commandTimeout`: on a Cluster
+ * each node's own options bound its commands, set at connection from the same timeout (which is
+ * part of the connection key), so the value written is always the one in force.
+ */
+export type ClusterClient = Cluster & { options: { commandTimeout?: number } };
+
+/** One connection to one Redis deployment, shared by every store with its connection settings. */
 export interface RedisConnection {
-  readonly client: Redis;
+  readonly client: Redis | ClusterClient;
   /** Whether Redis is connected and answered its last health check in time. */
   healthy(): boolean;
   /** Stops the health checks and closes the connection; nothing is reported after. */
@@ -30,22 +38,75 @@ export interface RedisServices {
   readonly metrics: Metrics;
 }
 
-/**
- * Connects to `settings.url` in the background: an unreachable Redis is an outage, not a start
- * error, and the connection comes back by itself.
- */
-export function connectRedis(settings: RedisSettings, services: RedisServices): RedisConnection {
-  const { log, metrics } = services;
-  const client = new Redis(settings.url, {
-    // No queue while disconnected and every command bounded, so an outage costs a
-    // request at most `timeout`, never a pile of waiting commands; a command that timed out or
-    // was cut off by a reconnection is not sent again later (its request was answered already).
-    enableOfflineQueue: false,
+// No queue while disconnected and every command bounded, so an outage costs a request at most
+// `timeout`, never a pile of waiting commands; a command that timed out or was cut off by a
+// reconnection is not sent again later (its request was answered already).
+function nodeOptions(settings: RedisSettings): RedisOptions {
+  const { tls } = settings;
+  return {
     commandTimeout: settings.timeoutMs,
     autoResendUnfulfilledCommands: false,
     connectTimeout: Math.max(settings.timeoutMs, HEALTH_DEADLINE_MS),
-    retryStrategy: (attempt) => Math.min(attempt * 100, MAX_RECONNECT_DELAY_MS),
+    ...(settings.username === undefined ? {} : { username: settings.username }),
+    ...(settings.password === undefined ? {} : { password: settings.password }),
+    ...(tls === undefined
+      ? {}
+      : { tls: { ca: tls.ca, ...(tls.servername ? { servername: tls.servername } : {}) } }),
+  };
+}
+
+const reconnectDelay = (attempt: number): number => Math.min(attempt * 100, MAX_RECONNECT_DELAY_MS);
+
+/** The ioredis client for the topology of `settings`; it connects in the background. */
+function createClient(settings: RedisSettings): Redis | ClusterClient {
+  const node = nodeOptions(settings);
+  const where = settings.topology;
+  if (where.kind === "cluster") {
+    return new Cluster([...where.nodes], {
+      enableOfflineQueue: false,
+      redisOptions: node,
+      clusterRetryStrategy: reconnectDelay,
+      // A restarted node is found again through the slots refresh and MOVED answers; a node
+      // connection of its own also comes back by itself.
+      clusterNodeRetryStrategy: reconnectDelay,
+      slotsRefreshTimeout: node.connectTimeout as number,
+    });
+  }
+  const common = { ...node, enableOfflineQueue: false, retryStrategy: reconnectDelay };
+  if (where.kind === "server") return new Redis(where.url, common);
+  return new Redis({
+    ...common,
+    sentinels: [...where.nodes],
+    name: where.masterName,
+    ...(where.password === undefined ? {} : { sentinelPassword: where.password }),
+    // TLS, when on, is on for the Sentinels too.
+    ...(node.tls === undefined ? {} : { enableTLSForSentinelMode: true, sentinelTLS: node.tls }),
+    sentinelCommandTimeout: node.connectTimeout as number,
+    sentinelRetryStrategy: reconnectDelay,
+    // Sentinel's +switch-master moves the connection to the new primary at once, even when the
+    // old one still answers (a partition); a closed connection asks the Sentinels anyway.
+    failoverDetector: true,
   });
+}
+
+// Whether one health probe found Redis able to count: a PING answered, or on a Cluster the
+// cluster state being ok (a Cluster missing a primary refuses every command).
+async function probe(client: Redis | ClusterClient): Promise<boolean> {
+  if (client instanceof Cluster) {
+    const info = String(await client.call("CLUSTER", "INFO"));
+    return info.includes("cluster_state:ok");
+  }
+  await client.ping();
+  return true;
+}
+
+/**
+ * Connects to Redis in the background: an unreachable Redis is an outage, not a start error, and
+ * the connection comes back by itself.
+ */
+export function connectRedis(settings: RedisSettings, services: RedisServices): RedisConnection {
+  const { log, metrics } = services;
+  const client = createClient(settings);
   // Undefined until the first verdict, so that a Redis unreachable from the start is reported.
   let answering: boolean | undefined;
   let closed = false;
@@ -60,6 +121,9 @@ export function connectRedis(settings: RedisSettings, services: RedisServices): 
   };
   // ioredis reports every failed connection attempt as an error event.
   client.on("error", (error: Error) => markAnswering(false, error));
+  if (client instanceof Cluster) {
+    client.on("node error", (error: Error) => markAnswering(false, error));
+  }
   client.on("close", () => markAnswering(false));
   // A PING slower than `timeout` fails like any command, but only a second without any answer
   // counts as a stall: one slow moment does not drop the connection.
@@ -76,12 +140,11 @@ export function connectRedis(settings: RedisSettings, services: RedisServices): 
     }
     if (checking) return;
     checking = true;
-    client
-      .ping()
+    probe(client)
       .then(
-        () => {
+        (able) => {
           lastAnswer = performance.now();
-          markAnswering(true);
+          markAnswering(able, able ? undefined : new Error("the cluster state is not ok"));
         },
         () => undefined,
       )

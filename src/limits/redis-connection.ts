@@ -83,9 +83,10 @@ function createClient(settings: RedisSettings): Redis | ClusterClient {
     ...(node.tls === undefined ? {} : { enableTLSForSentinelMode: true, sentinelTLS: node.tls }),
     sentinelCommandTimeout: node.connectTimeout as number,
     sentinelRetryStrategy: reconnectDelay,
-    // Sentinel's +switch-master moves the connection to the new primary at once, even when the
-    // old one still answers (a partition); a closed connection asks the Sentinels anyway.
-    failoverDetector: true,
+    // A closed connection asks the Sentinels for the primary again, and a server found not to be
+    // the primary is left. A former primary that came back as a replica answers writes with
+    // READONLY: that too sends the connection back to the Sentinels.
+    reconnectOnError: (error) => error.message.startsWith("READONLY"),
   });
 }
 
@@ -98,6 +99,15 @@ async function probe(client: Redis | ClusterClient): Promise<boolean> {
   }
   await client.ping();
   return true;
+}
+
+/**
+ * The error as logs may show it: ioredis attaches the failed command to its errors, and the
+ * command of a failed authentication (AUTH, HELLO) carries the password.
+ */
+function withoutCommand(error: unknown): { type: string; message: string } | undefined {
+  if (!(error instanceof Error)) return undefined;
+  return { type: error.name, message: error.message };
 }
 
 /**
@@ -117,7 +127,10 @@ export function connectRedis(settings: RedisSettings, services: RedisServices): 
     metrics.limiterStoreUp.set(now ? 1 : 0);
     if (now) log.info({ redis: settings.display }, "redis answers; limits are shared again");
     else
-      log.warn({ redis: settings.display, err: error }, "redis does not answer; on_outage applies");
+      log.warn(
+        { redis: settings.display, err: withoutCommand(error) },
+        "redis does not answer; on_outage applies",
+      );
   };
   // ioredis reports every failed connection attempt as an error event.
   client.on("error", (error: Error) => markAnswering(false, error));

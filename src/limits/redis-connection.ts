@@ -13,6 +13,8 @@ import type { RedisSettings } from "./plans.js";
 const HEALTH_INTERVAL_MS = 500;
 /** This long without an answer to a health check means Redis is stalled. */
 const HEALTH_DEADLINE_MS = 1000;
+/** How often a Cluster client asks for the slot map anyway. */
+const SLOTS_REFRESH_MS = 5000;
 /** The longest wait between two reconnection attempts. */
 const MAX_RECONNECT_DELAY_MS = 1000;
 
@@ -70,6 +72,9 @@ function createClient(settings: RedisSettings): Redis | ClusterClient {
       // connection of its own also comes back by itself.
       clusterNodeRetryStrategy: reconnectDelay,
       slotsRefreshTimeout: node.connectTimeout as number,
+      // A replica promoted by the Cluster, or a node added, is learned without waiting for an
+      // error to reveal it.
+      slotsRefreshInterval: SLOTS_REFRESH_MS,
     });
   }
   const common = { ...node, enableOfflineQueue: false, retryStrategy: reconnectDelay };

@@ -25,7 +25,7 @@ limits:
   redis:
     cluster: [${cluster.seeds.join(", ")}]
     key_prefix: "${prefix}"
-    timeout: 500ms
+    timeout: 1s
     on_outage: closed
 routes:
   - path: /open

@@ -31,7 +31,7 @@ limits:
       nodes: [${sentinels.nodes.join(", ")}]
       password_env: SENTINEL_PASSWORD
     key_prefix: "gatehouse-test-${randomBytes(6).toString("hex")}:"
-    timeout: 200ms
+    timeout: 1s
     on_outage: closed
 routes:
   - path: /open

@@ -1,22 +1,22 @@
 /**
  * The Redis deployments production runs, started by the test from the machine's redis-server and
  * redis-cli on ports of the test's own: a 3-primary Cluster, a primary with a replica behind
- * three Sentinels, an ACL user with a password, and TLS with a CA the test makes with openssl.
+ * three Sentinels, and an ACL user with a password.
  * Each lives in a temporary folder that `close()` removes.
  */
 import { execFile, type ChildProcess } from "node:child_process";
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { connect as tlsConnect } from "node:tls";
 import { promisify } from "node:util";
 import { refusingPort } from "./ports.js";
 import { answers, launchRedis, serverArgs, startTestRedis, stopProcess } from "./redis.js";
+import { makeCertificates, tlsAnswers, tlsServerArgs } from "./redis-tls.js";
 
 const run = promisify(execFile);
 
 /** Runs `redis-cli ARGS` against 127.0.0.1:`port` and returns what it printed. */
-export async function cli(port: number, args: readonly string[], password?: string) {
+export async function redisCli(port: number, args: readonly string[], password?: string) {
   const auth = password === undefined ? [] : ["-a", password, "--no-auth-warning"];
   const { stdout } = await run("redis-cli", [
     "-h",
@@ -56,11 +56,13 @@ function field(reply: string, name: string): string | undefined {
 interface Member {
   readonly port: number;
   readonly args: readonly string[];
+  readonly ready: () => Promise<boolean>;
   child: ChildProcess;
 }
 
 async function member(port: number, args: readonly string[]): Promise<Member> {
-  return { port, args, child: await launchRedis(args, () => answers(port)) };
+  const ready = () => answers(port);
+  return { port, args, ready, child: await launchRedis(args, ready) };
 }
 
 /** A 3-primary Redis Cluster. */
@@ -68,6 +70,8 @@ export interface TestCluster {
   readonly ports: readonly number[];
   /** The seed nodes, as `limits.redis.cluster` lists them. */
   readonly seeds: readonly string[];
+  /** With TLS: the CA bundle (PEM) that verifies the nodes. */
+  readonly ca: string | undefined;
   /** The keys starting with `prefix`, with the port of the primary holding each. */
   keys(prefix: string): Promise<Array<{ key: string; port: number }>>;
   /**
@@ -80,11 +84,11 @@ export interface TestCluster {
   close(): Promise<void>;
 }
 
-const clusterOk = async (port: number) =>
-  (await cli(port, ["CLUSTER", "INFO"])).includes("cluster_state:ok");
-
-/** Starts three primaries with `--cluster-enabled yes` and joins them with `redis-cli --cluster create`. */
-export async function startTestCluster(): Promise<TestCluster> {
+/**
+ * Starts three primaries with `--cluster-enabled yes` and joins them with `redis-cli --cluster
+ * create`. With `tls`, the nodes speak only TLS, to clients and to each other.
+ */
+export async function startTestCluster(options: { tls?: boolean } = {}): Promise<TestCluster> {
   const dir = await mkdtemp(join(tmpdir(), "gatehouse-cluster-"));
   const members: Member[] = [];
   const close = async () => {
@@ -92,19 +96,26 @@ export async function startTestCluster(): Promise<TestCluster> {
     await rm(dir, { recursive: true, force: true });
   };
   try {
+    const certs = options.tls ? await makeCertificates(dir, { ip: true }) : undefined;
+    const cliTls = certs === undefined ? [] : ["--tls", "--cacert", certs.caFile];
+    const cli = (port: number, args: readonly string[]) => redisCli(port, [...cliTls, ...args]);
     const ports = await freePorts(6);
     for (let i = 0; i < 3; i++) {
       const [port, bus] = [ports[i] as number, ports[i + 3] as number];
       // The bus port is chosen too: the default (port + 10000) may fall in the ephemeral range.
       const args = [
-        ...serverArgs(port),
+        ...(certs === undefined ? serverArgs(port) : tlsServerArgs(port, certs)),
+        ...(certs === undefined ? [] : ["--tls-cluster", "yes"]),
         ...["--cluster-enabled", "yes", "--cluster-config-file", `nodes-${port}.conf`],
         ...["--cluster-port", String(bus), "--cluster-node-timeout", "1000", "--dir", dir],
       ];
-      members.push(await member(port, args));
+      const ready = () => (certs === undefined ? answers(port) : tlsAnswers(port, certs.ca));
+      members.push({ port, args, ready, child: await launchRedis(args, ready) });
     }
     const addresses = members.map((m) => `127.0.0.1:${m.port}`);
-    await run("redis-cli", ["--cluster", "create", ...addresses, "--cluster-yes"]);
+    await run("redis-cli", [...cliTls, "--cluster", "create", ...addresses, "--cluster-yes"]);
+    const clusterOk = async (port: number) =>
+      (await cli(port, ["CLUSTER", "INFO"])).includes("cluster_state:ok");
     const allOk = async () =>
       (await Promise.all(members.map((m) => clusterOk(m.port)))).every(Boolean);
     await until("the cluster's state turning ok", allOk);
@@ -120,13 +131,14 @@ export async function startTestCluster(): Promise<TestCluster> {
     };
     return {
       ports: members.map((m) => m.port),
-      seeds: members.map((m) => `redis://127.0.0.1:${m.port}`),
+      seeds: members.map((m) => `${certs ? "rediss" : "redis"}://127.0.0.1:${m.port}`),
+      ca: certs?.ca,
       keys,
       async restart(port, whileDown) {
         const m = members.find((candidate) => candidate.port === port) as Member;
         await stopProcess(m.child, "SIGKILL");
         await whileDown();
-        m.child = await launchRedis(m.args, () => answers(port));
+        m.child = await launchRedis(m.args, m.ready);
         await until("the cluster's state turning ok after a restart", allOk);
       },
       async moveSlot(key, to) {
@@ -182,7 +194,7 @@ export async function startTestSentinels(): Promise<TestSentinels> {
     const replicaArgs = [...serverArgs(replica), "--replicaof", "127.0.0.1", String(primary)];
     members.push(await member(replica, replicaArgs));
     await until("the replica's link to the primary", async () =>
-      (await cli(replica, ["INFO", "replication"])).includes("master_link_status:up"),
+      (await redisCli(replica, ["INFO", "replication"])).includes("master_link_status:up"),
     );
     for (const port of sentinels) {
       const file = join(dir, `sentinel-${port}.conf`);
@@ -203,7 +215,8 @@ export async function startTestSentinels(): Promise<TestSentinels> {
       );
       members.push(await member(port, [file, "--sentinel"]));
     }
-    const master = (port: number) => cli(port, ["SENTINEL", "MASTER", MASTER], SENTINEL_PASSWORD);
+    const master = (port: number) =>
+      redisCli(port, ["SENTINEL", "MASTER", MASTER], SENTINEL_PASSWORD);
     await until("every Sentinel seeing the replica and the two others", async () => {
       const replies = await Promise.all(sentinels.map(master));
       return replies.every(
@@ -216,7 +229,7 @@ export async function startTestSentinels(): Promise<TestSentinels> {
       sentinelPorts: sentinels,
       password: SENTINEL_PASSWORD,
       async primaryPort() {
-        const reply = await cli(
+        const reply = await redisCli(
           sentinels[0] as number,
           ["SENTINEL", "GET-MASTER-ADDR-BY-NAME", MASTER],
           SENTINEL_PASSWORD,
@@ -238,134 +251,6 @@ export async function startTestSentinels(): Promise<TestSentinels> {
 /** A private server with an ACL user `user` whose password is `password`. */
 export async function startAclRedis(user: string, password: string) {
   const redis = await startTestRedis();
-  await cli(redis.port, ["ACL", "SETUSER", user, "on", `>${password}`, "~*", "&*", "+@all"]);
+  await redisCli(redis.port, ["ACL", "SETUSER", user, "on", `>${password}`, "~*", "&*", "+@all"]);
   return redis;
-}
-
-/** A server speaking only TLS, with the CA that verifies it. */
-export interface TlsRedis {
-  readonly url: string;
-  /** The CA bundle, PEM. */
-  readonly ca: string;
-  /** The only name on the server's certificate (not 127.0.0.1). */
-  readonly serverName: string;
-  close(): Promise<void>;
-}
-
-const SERVER_NAME = "redis.gatehouse.test";
-
-async function certificates(dir: string): Promise<void> {
-  const openssl = (...args: string[]) => run("openssl", args, { cwd: dir });
-  const ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
-  await openssl(
-    "req",
-    "-x509",
-    ...ec,
-    "-keyout",
-    "ca.key",
-    "-out",
-    "ca.pem",
-    "-days",
-    "2",
-    "-subj",
-    "/CN=gatehouse test CA",
-    "-addext",
-    "basicConstraints=critical,CA:TRUE",
-    "-addext",
-    "keyUsage=keyCertSign",
-  );
-  await openssl(
-    "req",
-    ...ec,
-    "-keyout",
-    "server.key",
-    "-out",
-    "server.csr",
-    "-subj",
-    `/CN=${SERVER_NAME}`,
-  );
-  await writeFile(
-    join(dir, "server.ext"),
-    `subjectAltName=DNS:${SERVER_NAME}\nextendedKeyUsage=serverAuth\n`,
-  );
-  await openssl(
-    "x509",
-    "-req",
-    "-in",
-    "server.csr",
-    "-CA",
-    "ca.pem",
-    "-CAkey",
-    "ca.key",
-    "-CAcreateserial",
-    "-out",
-    "server.pem",
-    "-days",
-    "2",
-    "-extfile",
-    "server.ext",
-  );
-}
-
-function tlsAnswers(port: number, ca: string): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = tlsConnect({ port, host: "127.0.0.1", ca, servername: SERVER_NAME });
-    socket.setTimeout(500, () => socket.destroy());
-    socket.once("error", () => resolve(false));
-    socket.once("close", () => resolve(false));
-    socket.once("secureConnect", () => socket.write("PING\r\n"));
-    socket.once("data", (data) => {
-      resolve(data.toString("latin1").startsWith("+PONG"));
-      socket.destroy();
-    });
-  });
-}
-
-/**
- * Starts a TLS-only server (`--tls-port`, certificate from a CA made here with openssl); resolves
- * with the reason instead where openssl is missing or redis-server was built without TLS.
- */
-export async function startTlsRedis(): Promise<TlsRedis | string> {
-  const dir = await mkdtemp(join(tmpdir(), "gatehouse-tls-"));
-  const removeDir = () => rm(dir, { recursive: true, force: true });
-  try {
-    await certificates(dir);
-  } catch (error) {
-    await removeDir();
-    return `openssl could not make the certificates (${(error as Error).message.split("\n")[0]})`;
-  }
-  const ca = await readFile(join(dir, "ca.pem"), "utf8");
-  const port = await refusingPort();
-  const args = [
-    ...serverArgs(0),
-    ...[
-      "--tls-port",
-      String(port),
-      "--tls-auth-clients",
-      "no",
-      "--tls-ca-cert-file",
-      join(dir, "ca.pem"),
-    ],
-    ...["--tls-cert-file", join(dir, "server.pem"), "--tls-key-file", join(dir, "server.key")],
-  ];
-  let child: ChildProcess;
-  try {
-    child = await launchRedis(args, () => tlsAnswers(port, ca));
-  } catch (error) {
-    await removeDir();
-    const message = (error as Error).message;
-    if (/exited with .*(Bad directive|not supported)/is.test(message)) {
-      return "this redis-server was built without TLS (--tls-port is not a known option)";
-    }
-    throw error;
-  }
-  return {
-    url: `rediss://127.0.0.1:${port}`,
-    ca,
-    serverName: SERVER_NAME,
-    async close() {
-      await stopProcess(child, "SIGKILL");
-      await removeDir();
-    },
-  };
 }

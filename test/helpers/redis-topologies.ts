@@ -190,8 +190,16 @@ export async function startTestSentinels(): Promise<TestSentinels> {
   };
   try {
     const [primary, replica, ...sentinels] = (await freePorts(5)) as [number, number, ...number[]];
-    members.push(await member(primary, serverArgs(primary)));
-    const replicaArgs = [...serverArgs(replica), "--replicaof", "127.0.0.1", String(primary)];
+    // In the temporary folder: a replica writes the primary's snapshot to its working folder.
+    const inDir = ["--dir", dir];
+    members.push(await member(primary, [...serverArgs(primary), ...inDir]));
+    const replicaArgs = [
+      ...serverArgs(replica),
+      ...inDir,
+      "--replicaof",
+      "127.0.0.1",
+      String(primary),
+    ];
     members.push(await member(replica, replicaArgs));
     await until("the replica's link to the primary", async () =>
       (await redisCli(replica, ["INFO", "replication"])).includes("master_link_status:up"),

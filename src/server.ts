@@ -116,9 +116,9 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
     tokenBodyMs: options.clientTimeouts?.tokenBodyMs ?? TOKEN_BODY_TIMEOUT_MS,
   };
 
-  // One memory store per process, one connection per Redis URL and one store per Redis settings,
-  // outliving reloads: a plan that a reload leaves alone keeps its counters, and a reload that
-  // changes only the prefix, timeout or outage policy keeps the connection.
+  // One memory store per process, one connection per Redis connection settings and one store per
+  // Redis settings, outliving reloads: a plan that a reload leaves alone keeps its counters, and a
+  // reload that changes only the prefix or outage policy keeps the connection.
   const memoryStore = createMemoryStore({ now: services.now });
   if (first.limits.stateFile !== undefined) {
     await restoreCounters(memoryStore, first.limits.stateFile, services.now(), log);

@@ -55,6 +55,27 @@ const expected: Record<string, string[]> = {
     "3:1 __proto__: unknown key (allowed here: listen, admin_listen, admin_token_env, max_connections, trusted_proxies, upstream, tokens, clients, plans, routes, languages, limits, health, shutdown, logging)",
   ],
   "quota-period.yaml": ["5:34 plans.standard.quota.period: must be hour, day or month"],
+  "redis-ca-file-missing.yaml": [
+    '8:16 limits.redis.tls.ca_file: cannot read "missing-ca.pem" (ENOENT)',
+  ],
+  "redis-mixed-tls.yaml": [
+    "6:14 limits.redis.cluster: mixes redis:// and rediss://: TLS is used for every node or for none",
+  ],
+  "redis-node-credentials.yaml": [
+    "6:15 limits.redis.cluster[0]: must not contain a user name or password; use username and password_env",
+  ],
+  "redis-password-env-unset.yaml": [
+    "7:19 limits.redis.password_env: names GATEHOUSE_TEST_UNSET_REDIS_PASSWORD, which is not set",
+  ],
+  "redis-sentinel-no-master.yaml": [
+    "7:7 limits.redis.sentinel.master_name: is required with sentinel.nodes, such as mymaster",
+  ],
+  "redis-tls-plain-url.yaml": [
+    "8:7 limits.redis.tls: needs rediss:// URLs: a redis:// URL connects without TLS",
+  ],
+  "redis-two-places.yaml": [
+    "7:14 limits.redis.cluster: cannot be given with url: exactly one of url, cluster or sentinel.nodes says where Redis is",
+  ],
   "redis-url.yaml": ["6:10 limits.redis.url: must be a redis:// or rediss:// URL"],
   "redis-url-invalid.yaml": [
     "6:10 limits.redis.url: must be an absolute URL, such as redis://127.0.0.1:6379",

@@ -151,7 +151,7 @@ t.test(
     t.equal(ignored.status, 0, "which git ignores, like the top-level keys/");
     t.equal(spawnSync("git", ["check-ignore", "-q", "keys/signing.pem"]).status, 0);
     t.equal(composeConfig.file.limits.store, "redis");
-    t.equal(new URL(composeConfig.file.limits.redis.url).hostname, "redis");
+    t.equal(new URL(composeConfig.file.limits.redis.url ?? "").hostname, "redis");
     t.ok(compose.services.redis, "a redis service");
     const upstreamHost = new URL(composeConfig.file.upstream.url).hostname;
     t.match(

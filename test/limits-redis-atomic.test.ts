@@ -147,7 +147,11 @@ t.test("what Redis counted is taken back in Redis or not at all", async (t) => {
   const log = pino({ level: "silent" });
   const metrics = createMetrics();
   const settings = {
-    url: redis.url,
+    topology: { kind: "server" as const, url: redis.url },
+    username: undefined,
+    password: undefined,
+    tls: undefined,
+    connectionKey: redis.url,
     display: redis.url,
     keyPrefix: `gh-${randomBytes(4).toString("hex")}:`,
     timeoutMs: 10_000,

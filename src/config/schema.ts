@@ -6,6 +6,7 @@
 import { isIP } from "node:net";
 import { z } from "zod";
 import { DURATION_PATTERN, POSITIVE_DURATION_PATTERN } from "./duration.js";
+import { redisSchema } from "./redis-schema.js";
 
 const duration = (description: string) =>
   z
@@ -95,13 +96,6 @@ function checkUpstreamUrl(value: string, ctx: Ctx): void {
     problem(ctx, [], "must not contain a user name or password");
   }
   noQuery(url, ctx);
-}
-
-// A password may be in a Redis URL; a query may not: ioredis would read options from it and
-// override the bounds that the limits.redis keys set.
-function checkRedisUrl(value: string, ctx: Ctx): void {
-  const url = absoluteUrl(value, ctx, "redis://127.0.0.1:6379");
-  if (url !== undefined) noQuery(url, ctx);
 }
 
 /** Why a literal path (no wildcards) is unusable, or undefined when it is fine. */
@@ -485,24 +479,9 @@ export const FileSchema = z
           .enum(["memory", "redis"], { error: "must be memory or redis" })
           .default("memory")
           .describe("Where counters live."),
-        redis: z
-          .strictObject({
-            url: z
-              .string()
-              .regex(/^rediss?:\/\//, { error: "must be a redis:// or rediss:// URL" })
-              .superRefine(checkRedisUrl)
-              .default("redis://127.0.0.1:6379")
-              .describe("The Redis server."),
-            key_prefix: z.string().default("gatehouse:").describe("Prefix of every Redis key."),
-            timeout: positiveDuration("A slower Redis answer counts as an outage.").default(
-              "100ms",
-            ),
-            on_outage: z
-              .enum(["local", "open", "closed"], { error: "must be local, open or closed" })
-              .default("local")
-              .describe("local: per-replica memory limits; open: allow; closed: 503."),
-          })
-          .prefault({}),
+        redis: redisSchema(
+          positiveDuration("A slower Redis answer counts as an outage.").default("100ms"),
+        ).prefault({}),
         state_file: z
           .string()
           .default("")

@@ -21,6 +21,7 @@ import { createEphemeralKeys, type EphemeralKeys, type KeyRing } from "../tokens
 import { createPlainSecrets, type PlainSecrets } from "../tokens/secrets.js";
 import { compileTokens, type TokenSettings } from "./tokens.js";
 import { configWarnings } from "./warnings.js";
+import { compileRedis } from "./redis.js";
 
 /** A listening address. */
 export interface HostPort {
@@ -104,6 +105,10 @@ export async function buildSnapshot(
     plainSecrets: options.plainSecrets ?? createPlainSecrets(),
     problems,
   });
+  const redis =
+    file.limits.store === "redis"
+      ? await compileRedis(file.limits.redis, { baseDir, env: options.env, problems })
+      : undefined;
   const snapshot: Snapshot = {
     file: deepFreeze(file),
     source: options.source,
@@ -121,7 +126,7 @@ export async function buildSnapshot(
       forwardAuthorization: file.upstream.forward_authorization,
     },
     routes: compileRoutes(file.routes),
-    limits: compileLimits(file, baseDir),
+    limits: compileLimits(file, baseDir, redis),
     languages: compileLanguages(file.languages),
     tokens,
     health: { liveness: file.health.liveness_path, readiness: file.health.readiness_path },

@@ -71,7 +71,8 @@ export interface TokenBuildContext {
   readonly problems: BuildProblem[];
 }
 
-async function readPem(
+/** Reads a PEM file named in the config, relative to `baseDir`; a failure is pushed at `path`. */
+export async function readPem(
   baseDir: string,
   file: string,
   path: readonly PropertyKey[],

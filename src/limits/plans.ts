@@ -41,10 +41,35 @@ export interface Plan {
   readonly quota: QuotaRule | undefined;
 }
 
-/** Where the counters of a Redis store live, and what an outage does. */
+/** One Redis node's address. */
+export interface RedisNode {
+  readonly host: string;
+  readonly port: number;
+}
+
+/** Where Redis is: one server, a Cluster found from seed nodes, or the primary Sentinel names. */
+export type RedisTopology =
+  | { readonly kind: "server"; readonly url: string }
+  | { readonly kind: "cluster"; readonly nodes: readonly RedisNode[] }
+  | {
+      readonly kind: "sentinel";
+      readonly masterName: string;
+      readonly nodes: readonly RedisNode[];
+      /** The Sentinels' own password. */
+      readonly password: string | undefined;
+    };
+
+/** Where the counters of a Redis store live, how to reach them, and what an outage does. */
 export interface RedisSettings {
-  readonly url: string;
-  /** The URL without its password, for logs. */
+  readonly topology: RedisTopology;
+  readonly username: string | undefined;
+  readonly password: string | undefined;
+  /** Undefined: plain TCP; else every connection (nodes and Sentinels) uses TLS. */
+  readonly tls:
+    { readonly ca: string | undefined; readonly servername: string | undefined } | undefined;
+  /** Equal for two settings exactly when they make the same connection; it holds no secret. */
+  readonly connectionKey: string;
+  /** Where Redis is, without any password, for logs. */
   readonly display: string;
   readonly keyPrefix: string;
   readonly timeoutMs: number;
@@ -107,21 +132,15 @@ function rateRules(
 
 const MEMORY: StoreSettings = { kind: "memory" };
 
-function redisSettings(redis: FileConfig["limits"]["redis"]): StoreSettings {
-  const display = new URL(redis.url);
-  if (display.password !== "") display.password = "***";
-  return {
-    kind: "redis",
-    url: redis.url,
-    display: display.href,
-    keyPrefix: redis.key_prefix,
-    timeoutMs: durationMs(redis.timeout),
-    onOutage: redis.on_outage,
-  };
-}
-
-/** Compiles plans and client overrides; `baseDir` resolves `state_file`. */
-export function compileLimits(file: FileConfig, baseDir: string): LimitsSettings {
+/**
+ * Compiles plans and client overrides; `baseDir` resolves `state_file`, and `redis` is the
+ * compiled `limits.redis` section when the store is Redis.
+ */
+export function compileLimits(
+  file: FileConfig,
+  baseDir: string,
+  redis: RedisSettings | undefined,
+): LimitsSettings {
   const plans = new Map<string, Plan>();
   for (const [name, plan] of Object.entries(file.plans)) {
     plans.set(name, {
@@ -151,7 +170,7 @@ export function compileLimits(file: FileConfig, baseDir: string): LimitsSettings
       ietf: limits.headers.includes("ietf"),
     },
     dryRun: limits.dry_run,
-    store: limits.store === "memory" ? MEMORY : redisSettings(limits.redis),
+    store: redis === undefined ? MEMORY : { kind: "redis", ...redis },
     stateFile: limits.state_file === "" ? undefined : resolve(baseDir, limits.state_file),
   };
 }

@@ -1,9 +1,10 @@
 /**
- * The connection to Redis shared by every Redis store that names the same URL: connected in the
- * background, bounded per command, and watched by a health check so readiness follows Redis.
+ * The connection to Redis shared by every Redis store with the same connection settings: one
+ * server, a Cluster or the primary that Sentinel names, connected in the background, bounded per
+ * command, and watched by a health check so readiness follows Redis.
  */
 import { performance } from "node:perf_hooks";
-import { Redis } from "ioredis";
+import { Cluster, Redis, type RedisOptions } from "ioredis";
 import type { Logger } from "pino";
 import type { Metrics } from "../metrics.js";
 import type { RedisSettings } from "./plans.js";
@@ -12,12 +13,14 @@ import type { RedisSettings } from "./plans.js";
 const HEALTH_INTERVAL_MS = 500;
 /** This long without an answer to a health check means Redis is stalled. */
 const HEALTH_DEADLINE_MS = 1000;
+/** How often a Cluster client asks for the slot map anyway. */
+const SLOTS_REFRESH_MS = 5000;
 /** The longest wait between two reconnection attempts. */
 const MAX_RECONNECT_DELAY_MS = 1000;
 
-/** One connection to one Redis, shared by every store that names its URL. */
+/** One connection to one Redis deployment, shared by every store with its connection settings. */
 export interface RedisConnection {
-  readonly client: Redis;
+  readonly client: Redis | Cluster;
   /** Whether Redis is connected and answered its last health check in time. */
   healthy(): boolean;
   /** Stops the health checks and closes the connection; nothing is reported after. */
@@ -30,22 +33,88 @@ export interface RedisServices {
   readonly metrics: Metrics;
 }
 
-/**
- * Connects to `settings.url` in the background: an unreachable Redis is an outage, not a start
- * error, and the connection comes back by itself.
- */
-export function connectRedis(settings: RedisSettings, services: RedisServices): RedisConnection {
-  const { log, metrics } = services;
-  const client = new Redis(settings.url, {
-    // No queue while disconnected and every command bounded, so an outage costs a
-    // request at most `timeout`, never a pile of waiting commands; a command that timed out or
-    // was cut off by a reconnection is not sent again later (its request was answered already).
-    enableOfflineQueue: false,
+// No queue while disconnected and every command bounded, so an outage costs a request at most
+// `timeout`, never a pile of waiting commands; a command that timed out or was cut off by a
+// reconnection is not sent again later (its request was answered already).
+function nodeOptions(settings: RedisSettings): RedisOptions {
+  const { tls } = settings;
+  return {
     commandTimeout: settings.timeoutMs,
     autoResendUnfulfilledCommands: false,
     connectTimeout: Math.max(settings.timeoutMs, HEALTH_DEADLINE_MS),
-    retryStrategy: (attempt) => Math.min(attempt * 100, MAX_RECONNECT_DELAY_MS),
+    ...(settings.username === undefined ? {} : { username: settings.username }),
+    ...(settings.password === undefined ? {} : { password: settings.password }),
+    ...(tls === undefined
+      ? {}
+      : { tls: { ca: tls.ca, ...(tls.servername ? { servername: tls.servername } : {}) } }),
+  };
+}
+
+const reconnectDelay = (attempt: number): number => Math.min(attempt * 100, MAX_RECONNECT_DELAY_MS);
+
+/** The ioredis client for the topology of `settings`; it connects in the background. */
+function createClient(settings: RedisSettings): Redis | Cluster {
+  const node = nodeOptions(settings);
+  const where = settings.topology;
+  if (where.kind === "cluster") {
+    return new Cluster([...where.nodes], {
+      enableOfflineQueue: false,
+      redisOptions: node,
+      clusterRetryStrategy: reconnectDelay,
+      // A restarted node is found again through the slots refresh and MOVED answers; a node
+      // connection of its own also comes back by itself.
+      clusterNodeRetryStrategy: reconnectDelay,
+      slotsRefreshTimeout: node.connectTimeout as number,
+      // A replica promoted by the Cluster, or a node added, is learned without waiting for an
+      // error to reveal it.
+      slotsRefreshInterval: SLOTS_REFRESH_MS,
+    });
+  }
+  const common = { ...node, enableOfflineQueue: false, retryStrategy: reconnectDelay };
+  if (where.kind === "server") return new Redis(where.url, common);
+  return new Redis({
+    ...common,
+    sentinels: [...where.nodes],
+    name: where.masterName,
+    ...(where.password === undefined ? {} : { sentinelPassword: where.password }),
+    // TLS, when on, is on for the Sentinels too.
+    ...(node.tls === undefined ? {} : { enableTLSForSentinelMode: true, sentinelTLS: node.tls }),
+    sentinelCommandTimeout: node.connectTimeout as number,
+    sentinelRetryStrategy: reconnectDelay,
+    // A closed connection asks the Sentinels for the primary again, and a server found not to be
+    // the primary is left. A former primary that came back as a replica answers writes with
+    // READONLY: that too sends the connection back to the Sentinels.
+    reconnectOnError: (error) => error.message.startsWith("READONLY"),
   });
+}
+
+// Whether one health probe found Redis able to count: a PING answered, or on a Cluster the
+// cluster state being ok (a Cluster missing a primary refuses every command).
+async function probe(client: Redis | Cluster): Promise<boolean> {
+  if (client instanceof Cluster) {
+    const info = String(await client.call("CLUSTER", "INFO"));
+    return info.includes("cluster_state:ok");
+  }
+  await client.ping();
+  return true;
+}
+
+/**
+ * The error as logs may show it: ioredis attaches the failed command to its errors, and the
+ * command of a failed authentication (AUTH, HELLO) carries the password.
+ */
+function withoutCommand(error: unknown): { type: string; message: string } | undefined {
+  if (!(error instanceof Error)) return undefined;
+  return { type: error.name, message: error.message };
+}
+
+/**
+ * Connects to Redis in the background: an unreachable Redis is an outage, not a start error, and
+ * the connection comes back by itself.
+ */
+export function connectRedis(settings: RedisSettings, services: RedisServices): RedisConnection {
+  const { log, metrics } = services;
+  const client = createClient(settings);
   // Undefined until the first verdict, so that a Redis unreachable from the start is reported.
   let answering: boolean | undefined;
   let closed = false;
@@ -56,10 +125,16 @@ export function connectRedis(settings: RedisSettings, services: RedisServices): 
     metrics.limiterStoreUp.set(now ? 1 : 0);
     if (now) log.info({ redis: settings.display }, "redis answers; limits are shared again");
     else
-      log.warn({ redis: settings.display, err: error }, "redis does not answer; on_outage applies");
+      log.warn(
+        { redis: settings.display, err: withoutCommand(error) },
+        "redis does not answer; on_outage applies",
+      );
   };
   // ioredis reports every failed connection attempt as an error event.
   client.on("error", (error: Error) => markAnswering(false, error));
+  if (client instanceof Cluster) {
+    client.on("node error", (error: Error) => markAnswering(false, error));
+  }
   client.on("close", () => markAnswering(false));
   // A PING slower than `timeout` fails like any command, but only a second without any answer
   // counts as a stall: one slow moment does not drop the connection.
@@ -76,12 +151,11 @@ export function connectRedis(settings: RedisSettings, services: RedisServices): 
     }
     if (checking) return;
     checking = true;
-    client
-      .ping()
+    probe(client)
       .then(
-        () => {
+        (able) => {
           lastAnswer = performance.now();
-          markAnswering(true);
+          markAnswering(able, able ? undefined : new Error("the cluster state is not ok"));
         },
         () => undefined,
       )

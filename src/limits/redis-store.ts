@@ -8,6 +8,7 @@
  * limits stage. What Redis counted is only ever corrected in Redis, and what the fallback counted
  * only in the fallback.
  */
+import { Cluster, type Redis } from "ioredis";
 import type { Metrics } from "../metrics.js";
 import { slotEnd, type Counted, type CounterStore, type Slot } from "./counters.js";
 import { createLocalBlocks } from "./local-blocks.js";
@@ -78,8 +79,6 @@ export function createRedisStore(
   now: () => number,
 ): RedisStore {
   const { client } = connection;
-  // The connection's commands are bounded by the timeout of the store in force.
-  client.options.commandTimeout = settings.timeoutMs;
   if (!(COMMAND in client)) client.defineCommand(COMMAND, { lua: COUNT_SCRIPT });
   const script = client as unknown as ScriptClient;
   const fallback: MemoryStore | undefined =
@@ -87,7 +86,8 @@ export function createRedisStore(
   const blocks = createLocalBlocks();
   // Resets made by any replica reach this one's record of refusals through Redis pub/sub.
   const resetChannel = `${settings.keyPrefix}resets`;
-  const resets = client.duplicate();
+  const resets: Redis | Cluster =
+    client instanceof Cluster ? client.duplicate() : client.duplicate();
   resets.on("error", () => undefined);
   resets.on("ready", () => void resets.subscribe(resetChannel).catch(() => undefined));
   resets.on("message", (channel: string, subject: string) => {

@@ -1,7 +1,7 @@
 /**
- * The Redis stores of a process: one connection per Redis URL and one store per Redis settings,
- * outliving reloads, so a reload that changes only the prefix, timeout or outage policy keeps the
- * connection, and one that leaves a plan alone keeps its counters. Imported only when a config
+ * The Redis stores of a process: one connection per connection settings (where Redis is, how it
+ * is reached, the timeout) and one store per Redis settings, outliving reloads, so a reload that
+ * changes only the prefix or outage policy keeps the connection, and one that leaves a plan alone keeps its counters. Imported only when a config
  * names Redis, so a memory-store gatehouse never loads the Redis client.
  */
 import type { Logger } from "pino";
@@ -25,10 +25,10 @@ export interface RedisStores {
   release(inForce: RedisSettings | undefined): Promise<void>;
 }
 
-// The Redis settings that make a store: another prefix, timeout or outage policy is another store
-// over the same connection (one per URL).
+// The Redis settings that make a store: another prefix or outage policy is another store over the
+// same connection (one per connection key, which the timeout is part of).
 function storeKey(settings: RedisSettings): string {
-  return JSON.stringify([settings.url, settings.keyPrefix, settings.timeoutMs, settings.onOutage]);
+  return JSON.stringify([settings.connectionKey, settings.keyPrefix, settings.onOutage]);
 }
 
 /** Creates an empty registry. */
@@ -40,10 +40,10 @@ export function createRedisStores(services: RedisStoresServices): RedisStores {
       const key = storeKey(settings);
       let store = stores.get(key);
       if (store === undefined) {
-        let connection = connections.get(settings.url);
+        let connection = connections.get(settings.connectionKey);
         if (connection === undefined) {
           connection = connectRedis(settings, services);
-          connections.set(settings.url, connection);
+          connections.set(settings.connectionKey, connection);
         }
         store = createRedisStore(connection, settings, services.metrics, services.now);
         stores.set(key, store);
@@ -58,8 +58,8 @@ export function createRedisStores(services: RedisStoresServices): RedisStores {
         stores.delete(stored);
         store.close();
       }
-      const closing = [...connections].filter(([url]) => url !== inForce?.url);
-      for (const [url] of closing) connections.delete(url);
+      const closing = [...connections].filter(([key]) => key !== inForce?.connectionKey);
+      for (const [key] of closing) connections.delete(key);
       showLimiterStoreUp(services.metrics, inForce !== undefined);
       await Promise.all(closing.map(([, connection]) => connection.close()));
     },

@@ -20,8 +20,8 @@ export interface TestRedis {
   close(): Promise<void>;
 }
 
-/** Whether a PING on `port` is answered with PONG. */
-function pong(port: number): Promise<boolean> {
+/** Whether a PING on `port` is answered (PONG, or an error such as NOAUTH: the server is up). */
+export function answers(port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const socket = createConnection({ port, host: "127.0.0.1" });
     socket.setTimeout(500, () => socket.destroy());
@@ -29,32 +29,51 @@ function pong(port: number): Promise<boolean> {
     socket.once("close", () => resolve(false));
     socket.once("connect", () => socket.write("PING\r\n"));
     socket.once("data", (data) => {
-      resolve(data.toString("latin1").startsWith("+PONG"));
+      resolve(/^[+-]/.test(data.toString("latin1")));
       socket.destroy();
     });
   });
 }
 
-async function launch(port: number): Promise<ChildProcess> {
-  const child = spawn(
-    "redis-server",
-    ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-    { stdio: "ignore" },
-  );
+/** The arguments of a private server on `port`: loopback only, nothing saved to disk. */
+export function serverArgs(port: number): string[] {
+  return ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"];
+}
+
+/**
+ * Starts `redis-server ARGS` and waits until `ready` says it answers; its output is kept, so that
+ * a server that exits says why.
+ */
+export async function launchRedis(
+  args: readonly string[],
+  ready: () => Promise<boolean>,
+): Promise<ChildProcess> {
+  const child = spawn("redis-server", args, { stdio: ["ignore", "pipe", "pipe"] });
+  let output = "";
+  const keep = (chunk: Buffer): void =>
+    void (output = (output + chunk.toString("utf8")).slice(-2000));
+  child.stdout?.on("data", keep);
+  child.stderr?.on("data", keep);
   const failed = new Promise<never>((_, reject) => {
     child.once("error", reject);
-    child.once("exit", (code) => reject(new Error(`redis-server exited with ${code}`)));
+    child.once("exit", (code) =>
+      reject(new Error(`redis-server exited with ${code}: ${output.trim()}`)),
+    );
   });
   failed.catch(() => undefined);
   for (let attempt = 0; attempt < 100; attempt++) {
-    if (await Promise.race([pong(port), failed])) return child;
+    if (await Promise.race([ready(), failed])) return child;
     await new Promise((done) => setTimeout(done, 50));
   }
   child.kill("SIGKILL");
-  throw new Error(`redis-server on port ${port} did not answer`);
+  throw new Error(`redis-server ${args.join(" ")} did not answer`);
 }
 
-function stop(child: ChildProcess, signal: NodeJS.Signals): Promise<void> {
+const launch = (port: number): Promise<ChildProcess> =>
+  launchRedis(serverArgs(port), () => answers(port));
+
+/** Ends `child` with `signal` (a paused one is woken first) and waits for its exit. */
+export function stopProcess(child: ChildProcess, signal: NodeJS.Signals): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
   const exited = new Promise<void>((done) => child.once("exit", () => done()));
   child.kill("SIGCONT");
@@ -72,13 +91,13 @@ export async function startTestRedis(): Promise<TestRedis> {
   return {
     port,
     url: `redis://127.0.0.1:${port}`,
-    kill: () => stop(child, "SIGKILL"),
+    kill: () => stopProcess(child, "SIGKILL"),
     pause: () => void child.kill("SIGSTOP"),
     resume: () => void child.kill("SIGCONT"),
     async restart() {
-      await stop(child, "SIGKILL");
+      await stopProcess(child, "SIGKILL");
       child = await launch(port);
     },
-    close: () => stop(child, "SIGKILL"),
+    close: () => stopProcess(child, "SIGKILL"),
   };
 }

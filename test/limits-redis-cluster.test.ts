@@ -1,0 +1,101 @@
+// The Redis store on a 3-primary Redis Cluster that the test starts: replicas sharing one limit
+// through the Cluster, a slot moved to another primary (MOVED), and a primary restarted.
+import { randomBytes } from "node:crypto";
+import t, { type Test } from "tap";
+import { eventually } from "./helpers/client.js";
+import { configFor, startTestGatehouse, type TestGatehouse } from "./helpers/gatehouse.js";
+import { connected, get, readiness } from "./helpers/redis-gatehouse.js";
+import { startTestCluster } from "./helpers/redis-topologies.js";
+import { startUpstream } from "./helpers/upstream.js";
+
+const upstream = await startUpstream();
+t.teardown(() => upstream.close());
+// One Cluster for the whole file: it takes seconds to start.
+const cluster = await startTestCluster();
+t.teardown(() => cluster.close());
+
+// `timeout` long for 50 concurrent requests on a loaded machine: a slow answer would be a 503.
+function config(prefix: string, limit: number, timeout = "1s"): string {
+  return configFor(
+    upstream.url,
+    `plans:
+  anonymous:
+    rate_limit: { limit: ${limit}, window: 1h }
+limits:
+  store: redis
+  redis:
+    cluster: [${cluster.seeds.join(", ")}]
+    key_prefix: "${prefix}"
+    timeout: ${timeout}
+    on_outage: closed
+routes:
+  - path: /open
+    methods: [GET]
+    auth: none
+`,
+  );
+}
+
+async function started(t: Test, yaml: string): Promise<TestGatehouse> {
+  const g = await startTestGatehouse(yaml);
+  t.teardown(() => g.close());
+  t.ok(await connected(g), "connected to the Cluster");
+  return g;
+}
+
+const newPrefix = () => `gatehouse-test-${randomBytes(6).toString("hex")}:`;
+
+t.test(
+  "two instances on the Cluster let exactly 10 of 50 concurrent requests through",
+  async (t) => {
+    const yaml = config(newPrefix(), 10, "5s");
+    const a = await started(t, yaml);
+    const b = await started(t, yaml);
+    const before = upstream.received.length;
+    const answers = await Promise.all(Array.from({ length: 50 }, (_, i) => get(i % 2 ? a : b)));
+    const allowed = answers.filter((response) => response.status === 200);
+    t.equal(allowed.length, 10, "exactly the 10 points left");
+    t.equal(answers.filter((response) => response.status === 429).length, 40);
+    t.equal(upstream.received.length - before, 10, "only the allowed ones were forwarded");
+    t.same(
+      allowed.map((response) => Number(response.headers.get("x-ratelimit-remaining"))).sort(),
+      [0, 1, 2, 3, 4, 5, 6, 7, 8, 9],
+      "each allowed request saw its own count",
+    );
+  },
+);
+
+t.test("a slot moved to another primary: MOVED is followed and the count kept", async (t) => {
+  const prefix = newPrefix();
+  const g = await started(t, config(prefix, 5));
+  t.equal((await get(g)).headers.get("x-ratelimit-remaining"), "4");
+  const [counter] = await cluster.keys(prefix);
+  t.ok(counter, "the counter lives in the Cluster");
+  const { key, port } = counter as { key: string; port: number };
+  const to = cluster.ports.find((candidate) => candidate !== port) as number;
+  await cluster.moveSlot(key, to);
+  t.same(await cluster.keys(prefix), [{ key, port: to }], "the counter moved with its slot");
+  const next = await get(g);
+  t.equal(next.status, 200, "counted on the new primary");
+  t.equal(next.headers.get("x-ratelimit-remaining"), "3", "where the moved counter stood");
+});
+
+t.test("a primary restarted: not ready while it is down, counting on it after", async (t) => {
+  const prefix = newPrefix();
+  const g = await started(t, config(prefix, 5));
+  t.equal((await get(g)).headers.get("x-ratelimit-remaining"), "4");
+  const [counter] = await cluster.keys(prefix);
+  await cluster.restart((counter as { port: number }).port, async () => {
+    t.ok(await eventually(async () => (await get(g)).status === 503), "closed: 503 meanwhile");
+    t.ok(await eventually(async () => (await readiness(g)) === 503), "and not ready");
+  });
+  t.ok(await eventually(async () => (await readiness(g)) === 200, 10_000), "ready again");
+  const after = await get(g);
+  t.equal(after.status, 200);
+  // The restarted primary saved nothing: the counter starts again, there.
+  t.equal(after.headers.get("x-ratelimit-remaining"), "4", "counted on the restarted primary");
+  t.same(
+    (await cluster.keys(prefix)).map((found) => found.port),
+    [(counter as { port: number }).port],
+  );
+});

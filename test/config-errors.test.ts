@@ -1,6 +1,7 @@
 import { readdir } from "node:fs/promises";
 import t from "tap";
 import { checkConfigFixtures } from "./helpers/config-fixtures.js";
+import { parseConfigText } from "../src/config/load.js";
 import { loadSnapshot } from "../src/config/snapshot.js";
 
 // One fixture per class of config error, each with the exact lines `gatehouse check` prints
@@ -63,6 +64,12 @@ const expected: Record<string, string[]> = {
   "route-bad-method.yaml": [
     "5:20 routes[0].methods[1]: must be one of GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS",
   ],
+  "route-cost-above-limit.yaml": [
+    "16:11 routes[1].cost: is 10, above the limit of 5 set at clients[0].rate_limit.limit: every request to this route would be refused",
+  ],
+  "route-cost-anonymous.yaml": [
+    "16:11 routes[1].cost: is 4, above the limit of 3 set at plans.anonymous.quota.limit: every request to this route would be refused",
+  ],
   "route-dot-segment.yaml": ['4:11 routes[0].path: must not contain "." or ".." segments'],
   "route-duplicate.yaml": [
     "6:11 routes[1].path: duplicates routes[0]; merge their methods into one entry",
@@ -87,6 +94,7 @@ const expected: Record<string, string[]> = {
   "unknown-key.yaml": [
     '3:3 upstream.timout: unknown key; did you mean "timeout"? (allowed here: url, timeout, max_sockets, identity_header, forward_authorization)',
   ],
+  "window-too-long.yaml": ["5:39 plans.yearly.rate_limit.window: must be at most 366d"],
   "wrong-type.yaml": ["3:16 upstream.max_sockets: must be a whole number"],
   "yaml-syntax.yaml": [
     "4:1 YAML: Flow sequence in block collection must be sufficiently indented and end with a ]",
@@ -108,3 +116,33 @@ t.test("the prototype of plain objects is never polluted by a __proto__ key", as
   await loadSnapshot(`${DIR}/proto-key.yaml`, { env: {} }).catch(() => undefined);
   t.equal(({} as Record<string, unknown>).polluted, undefined);
 });
+
+t.test(
+  "a window of 366d and a route costing exactly its smallest limit are accepted",
+  async (t) => {
+    const parsed = parseConfigText(
+      `upstream:
+  url: http://127.0.0.1:3000
+plans:
+  yearly:
+    rate_limit: { limit: 5, window: 366d }
+  anonymous:
+    quota: { limit: 3, period: day }
+routes:
+  - path: /v1/items
+    methods: [GET]
+    cost: 3
+  - path: /v1/status
+    methods: [GET]
+    auth: none
+    cost: 3
+`,
+      "boundaries.yaml",
+    );
+    t.equal(parsed.file.plans.yearly?.rate_limit?.window, "366d");
+    t.strictSame(
+      parsed.file.routes.map((r) => r.cost),
+      [3, 3],
+    );
+  },
+);

@@ -5,6 +5,7 @@
 import { readFile } from "node:fs/promises";
 import { isMap, isScalar, LineCounter, parseDocument, type Document, type Node } from "yaml";
 import type { z } from "zod";
+import { where } from "./key-path.js";
 import { FileSchema, type FileConfig } from "./schema.js";
 
 /** One problem in the configuration file, at a line and column (both from 1). */
@@ -108,14 +109,6 @@ function describeIssue(
 
 function missing(message: string): string {
   return message.startsWith("is required") ? message : "is required";
-}
-
-/** A key path as written in messages: `routes[0].path`. */
-export function where(path: readonly PropertyKey[]): string {
-  if (path.length === 0) return "(top level)";
-  return path
-    .map((p, i) => (typeof p === "number" ? `[${p}]` : i === 0 ? String(p) : `.${String(p)}`))
-    .join("");
 }
 
 function suggestion(key: string, allowed: readonly string[]): string {

@@ -5,13 +5,8 @@
 import { createHash } from "node:crypto";
 import { BlockList, isIPv4 } from "node:net";
 import { dirname, resolve } from "node:path";
-import {
-  ConfigError,
-  readConfigFile,
-  where,
-  type ConfigProblem,
-  type ParsedConfig,
-} from "./load.js";
+import { ConfigError, readConfigFile, type ConfigProblem, type ParsedConfig } from "./load.js";
+import { where } from "./key-path.js";
 import { durationMs } from "./duration.js";
 import type { FileConfig } from "./schema.js";
 import { compileRoutes, type RouteTable } from "../routes/table.js";

@@ -39,8 +39,10 @@ export interface Snapshot {
   readonly source: string;
   /** Relative paths in the file are resolved from here. */
   readonly baseDir: string;
-  /** sha256 of the file's text and the ids of the keys it names, hex: equal means unchanged. */
+  /** sha256 of the file's text, hex: `gatehouse_config_info`'s `hash` label. */
   readonly hash: string;
+  /** sha256 of the file's text and the ids of the keys it names, hex: equal means unchanged. */
+  readonly identity: string;
   readonly listen: HostPort;
   readonly adminListen: HostPort;
   /** null when no proxy is trusted. */
@@ -96,7 +98,8 @@ export async function buildSnapshot(
     file: deepFreeze(file),
     source: options.source,
     baseDir,
-    hash: identity(options.text, tokens.keys),
+    hash: fileHash(options.text),
+    identity: identity(options.text, tokens.keys),
     listen: hostPort(file.listen),
     adminListen: hostPort(file.admin_listen),
     trustedProxies: trustedProxies(file.trusted_proxies),
@@ -124,6 +127,11 @@ export async function buildSnapshot(
     );
   }
   return deepFreeze(snapshot);
+}
+
+/** sha256 of a config file's text, hex. */
+export function fileHash(text: string): string {
+  return createHash("sha256").update(text).digest("hex");
 }
 
 // The file's bytes and the keys it names (by their RFC 7638 thumbprints): a key file replaced

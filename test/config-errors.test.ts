@@ -28,6 +28,7 @@ const expected: Record<string, string[]> = {
   ],
   "client-unknown-plan.yaml": ["6:11 clients[0].plan: names no plan; known plans: standard"],
   "duplicate-key.yaml": ["6:5 duplicate key: each key may appear only once in a mapping"],
+  "empty-value.yaml": ["3:3 upstream.timeout: must be a duration such as 500ms, 30s, 1m, 1h or 1d"],
   "hs256-key-file.yaml": [
     "6:15 tokens.signing.key_file: is for EdDSA and ES256; HS256 uses secret_env",
   ],
@@ -51,6 +52,8 @@ const expected: Record<string, string[]> = {
     "2:3 upstream.url: is required: the upstream's base URL, such as http://127.0.0.1:3000",
   ],
   "own-path-collision.yaml": ["4:19 health.readiness_path: is the same path as tokens.path"],
+  "plan-name-number.yaml": ["5:26 plans.1.rate_limit.limit: must be at least 1"],
+  "plan-name-unicode.yaml": ["4:3 plans.tarifé: must be a plan name"],
   "plan-empty.yaml": ["4:10 plans.empty: needs rate_limit, quota or both"],
   "proto-key.yaml": [
     "3:1 __proto__: unknown key (allowed here: listen, admin_listen, trusted_proxies, upstream, tokens, clients, plans, routes, languages, limits, health, shutdown, logging)",
@@ -88,6 +91,9 @@ const expected: Record<string, string[]> = {
     "5:15 limits.state_file: is for the memory store; Redis keeps its own counters",
   ],
   "translation-max.yaml": ["5:10 languages.translation.max: must be at least 1"],
+  "unknown-key-deep-list.yaml": [
+    "11:7 clients[1].quota.burst: unknown key (allowed here: limit, period)",
+  ],
   "unknown-key-nested.yaml": [
     '6:5 routes[0].cots: unknown key; did you mean "cost"? (allowed here: path, methods, cost, auth)',
   ],
@@ -95,6 +101,10 @@ const expected: Record<string, string[]> = {
     '3:3 upstream.timout: unknown key; did you mean "timeout"? (allowed here: url, timeout, max_sockets, identity_header, forward_authorization)',
   ],
   "window-too-long.yaml": ["5:39 plans.yearly.rate_limit.window: must be at most 366d"],
+  "unknown-key-unicode.yaml": [
+    "1:43 upstream.délai😀: unknown key (allowed here: url, timeout, max_sockets, identity_header, forward_authorization)",
+    '1:57 upstream.timout: unknown key; did you mean "timeout"? (allowed here: url, timeout, max_sockets, identity_header, forward_authorization)',
+  ],
   "wrong-type.yaml": ["3:16 upstream.max_sockets: must be a whole number"],
   "yaml-syntax.yaml": [
     "4:1 YAML: Flow sequence in block collection must be sufficiently indented and end with a ]",

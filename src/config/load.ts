@@ -3,7 +3,16 @@
  * schema. Every problem is reported at once, each with its line and column.
  */
 import { readFile } from "node:fs/promises";
-import { isMap, isScalar, LineCounter, parseDocument, type Document, type Node } from "yaml";
+import {
+  isAlias,
+  isMap,
+  isScalar,
+  isSeq,
+  LineCounter,
+  parseDocument,
+  type Document,
+  type Node,
+} from "yaml";
 import type { z } from "zod";
 import { where } from "./key-path.js";
 import { FileSchema, type FileConfig } from "./schema.js";
@@ -54,7 +63,7 @@ export function parseConfigText(text: string, name: string): ParsedConfig {
     prettyErrors: false,
     strict: true,
   });
-  const at = (offset: number) => lineCounter.linePos(offset);
+  const at = (offset: number) => position(text, lineCounter, offset);
   const locate = (path: readonly PropertyKey[]) => at(offsetOf(doc, path));
 
   if (doc.errors.length > 0) {
@@ -89,6 +98,19 @@ function yamlMessage(code: string, message: string): string {
 
 type Position = { line: number; col: number };
 
+// Columns count characters as a reader does (code points), not UTF-16 units: a key after an
+// emoji is at the column an editor shows.
+function position(text: string, lines: LineCounter, offset: number): Position {
+  const { line, col } = lines.linePos(offset);
+  const start = offset - (col - 1);
+  let characters = 0;
+  for (let i = start; i < offset; i++) {
+    const code = text.charCodeAt(i);
+    if (code < 0xdc00 || code > 0xdfff) characters++;
+  }
+  return { line, col: characters + 1 };
+}
+
 function describeIssue(
   issue: z.core.$ZodIssue,
   doc: Document,
@@ -99,6 +121,15 @@ function describeIssue(
     return issue.keys.map((key) => ({
       ...at(keyOffset(doc, path, key)),
       message: `${where([...path, key])}: unknown key${suggestion(key, allowedKeys(path))}`,
+    }));
+  }
+  // A record's key failed its own schema: report that schema's message at the key.
+  if (issue.code === "invalid_key") {
+    const key = String(path[path.length - 1]);
+    const parent = path.slice(0, -1);
+    return issue.issues.map((inner) => ({
+      ...at(keyOffset(doc, parent, key)),
+      message: `${where(path)}: ${inner.message}`,
     }));
   }
   if (issue.code === "invalid_type" && issue.input === undefined) {
@@ -165,18 +196,40 @@ function unwrap(schema: z.core.$ZodType): z.core.$ZodType {
   }
 }
 
+// The node at `key` of a mapping or sequence, aliases followed; keys compare as the data does
+// (a YAML key `1` is the data's "1").
+function child(doc: Document, node: unknown, key: PropertyKey): Node | undefined {
+  const container = isAlias(node) ? node.resolve(doc) : node;
+  if (isSeq(container)) return container.items[Number(key)] as Node | undefined;
+  if (!isMap(container)) return undefined;
+  const pair = container.items.find((p) => isScalar(p.key) && String(p.key.value) === String(key));
+  return pair?.value as Node | undefined;
+}
+
 /** Offset of the deepest node that exists along `path` (the value itself when present). */
 function offsetOf(doc: Document, path: readonly PropertyKey[]): number {
-  for (let depth = path.length; depth >= 0; depth--) {
-    const node = doc.getIn(path.slice(0, depth) as unknown[], true) as Node | undefined;
-    if (node?.range) return node.range[0];
+  let node: unknown = doc.contents;
+  let offset = (doc.contents as Node | null)?.range?.[0] ?? 0;
+  for (const key of path) {
+    const parent = node;
+    node = child(doc, node, key);
+    const range = (node as Node | undefined)?.range;
+    if (range === undefined || range === null) break;
+    // An empty value (`timeout:` and nothing) has no text of its own: point at its key.
+    offset = range[0] === range[1] ? keyIn(doc, parent, String(key), range[0]) : range[0];
   }
-  return 0;
+  return offset;
 }
 
 /** Offset of `key` itself inside the mapping at `path`. */
 function keyOffset(doc: Document, path: readonly PropertyKey[], key: string): number {
-  const map = path.length === 0 ? doc.contents : doc.getIn(path as unknown[], true);
+  let map: unknown = doc.contents;
+  for (const step of path) map = child(doc, map, step);
+  return keyIn(doc, map, key, offsetOf(doc, path));
+}
+
+function keyIn(doc: Document, node: unknown, key: string, otherwise: number): number {
+  const map = isAlias(node) ? node.resolve(doc) : node;
   if (isMap(map)) {
     for (const pair of map.items) {
       if (isScalar(pair.key) && String(pair.key.value) === key && pair.key.range) {
@@ -184,5 +237,5 @@ function keyOffset(doc: Document, path: readonly PropertyKey[], key: string): nu
       }
     }
   }
-  return offsetOf(doc, path);
+  return otherwise;
 }

@@ -29,6 +29,13 @@ const expected: Record<string, string[]> = {
   "client-unknown-plan.yaml": ["6:11 clients[0].plan: names no plan; known plans: standard"],
   "duplicate-key.yaml": ["6:5 duplicate key: each key may appear only once in a mapping"],
   "empty-value.yaml": ["3:3 upstream.timeout: must be a duration such as 500ms, 30s, 1m, 1h or 1d"],
+  "every-kind.yaml": [
+    "3:12 upstream.timeout: must be a duration greater than zero, such as 500ms, 30s, 1m, 1h or 1d",
+    '6:15 tokens.signing.key_file: cannot read "./missing-signing.pem" (ENOENT)',
+    "9:17 clients[0].secret_env: names REPORTING_SECRET_NOT_SET, which is not set",
+    "10:11 clients[0].plan: names no plan; known plans: standard",
+    "17:11 routes[0].cost: is 6, above the limit of 5 set at plans.standard.rate_limit.limit: every request to this route would be refused",
+  ],
   "hs256-key-file.yaml": [
     "6:15 tokens.signing.key_file: is for EdDSA and ES256; HS256 uses secret_env",
   ],
@@ -120,7 +127,10 @@ t.test("every fixture has an expectation and every expectation a fixture", async
   t.strictSame(files, Object.keys(expected).sort());
 });
 
-checkConfigFixtures(t, DIR, expected);
+// The variables the fixtures name are set, so that each shows its own problem; every-kind.yaml
+// names one that is not.
+const env = { A: "a", B: "b", APP_SECRET: "s", A_SECRET: "a", B_SECRET: "b" };
+checkConfigFixtures(t, DIR, expected, env);
 
 t.test("the prototype of plain objects is never polluted by a __proto__ key", async (t) => {
   await loadSnapshot(`${DIR}/proto-key.yaml`, { env: {} }).catch(() => undefined);

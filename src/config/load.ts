@@ -14,6 +14,7 @@ import {
   type Node,
 } from "yaml";
 import type { z } from "zod";
+import { environmentPaths, environmentProblems, type Surroundings } from "./environment.js";
 import { where } from "./key-path.js";
 import { FileSchema, type FileConfig } from "./schema.js";
 
@@ -36,26 +37,39 @@ export class ConfigError extends Error {
   }
 }
 
-/** A parsed file: its validated content, and a way to place later problems (secrets, keys) in it. */
+/** A line and a column, both from 1; columns count characters. */
+export type Position = { line: number; col: number };
+
+/**
+ * A parsed file: its validated content, and where the keys that building may find a problem at
+ * (secrets, key files) are, by their `where` names. Plain data, so it can cross threads.
+ */
 export interface ParsedConfig {
   readonly file: FileConfig;
-  readonly locate: (path: readonly PropertyKey[]) => { line: number; col: number };
+  readonly places: Readonly<Record<string, Position>>;
 }
 
-/** Reads and validates `path`; throws ConfigError with every problem found. */
-export async function readConfigFile(path: string): Promise<ParsedConfig & { text: string }> {
-  let text: string;
+/** Where `path` is in a parsed file (the top of the file when it was not recorded). */
+export function locate(parsed: ParsedConfig, path: readonly PropertyKey[]): Position {
+  return parsed.places[where(path)] ?? { line: 1, col: 1 };
+}
+
+/** Reads `path` whole; throws ConfigError when it cannot be read. */
+export async function readConfigText(path: string): Promise<string> {
   try {
-    text = await readFile(path, "utf8");
+    return await readFile(path, "utf8");
   } catch (error) {
     const reason = (error as NodeJS.ErrnoException).code ?? String(error);
     throw new ConfigError(path, [{ line: 1, col: 1, message: `cannot be read (${reason})` }]);
   }
-  return { ...parseConfigText(text, path), text };
 }
 
-/** Parses and validates configuration text; `name` is used in error messages. */
-export function parseConfigText(text: string, name: string): ParsedConfig {
+/**
+ * Parses and validates configuration text; `name` is used in error messages. With `around`, a
+ * file the schema refuses is also checked for unset variables and unreadable key files, so that
+ * the error lists every kind of problem at once.
+ */
+export function parseConfigText(text: string, name: string, around?: Surroundings): ParsedConfig {
   const lineCounter = new LineCounter();
   const doc = parseDocument(text, {
     lineCounter,
@@ -64,7 +78,6 @@ export function parseConfigText(text: string, name: string): ParsedConfig {
     strict: true,
   });
   const at = (offset: number) => position(text, lineCounter, offset);
-  const locate = (path: readonly PropertyKey[]) => at(offsetOf(doc, path));
 
   if (doc.errors.length > 0) {
     throw new ConfigError(
@@ -84,10 +97,15 @@ export function parseConfigText(text: string, name: string): ParsedConfig {
   const result = FileSchema.safeParse(data, { reportInput: true });
   if (!result.success) {
     const problems = result.error.issues.flatMap((issue) => describeIssue(issue, doc, at));
+    for (const { path, message } of around ? environmentProblems(data, around) : []) {
+      problems.push({ ...at(offsetOf(doc, path)), message: `${where(path)}: ${message}` });
+    }
     problems.sort((a, b) => a.line - b.line || a.col - b.col);
     throw new ConfigError(name, problems);
   }
-  return { file: result.data, locate };
+  const places: Record<string, Position> = {};
+  for (const path of environmentPaths(result.data)) places[where(path)] = at(offsetOf(doc, path));
+  return { file: result.data, places };
 }
 
 function yamlMessage(code: string, message: string): string {
@@ -95,8 +113,6 @@ function yamlMessage(code: string, message: string): string {
   if (code === "DUPLICATE_KEY") return "duplicate key: each key may appear only once in a mapping";
   return `YAML: ${first}`;
 }
-
-type Position = { line: number; col: number };
 
 // Columns count characters as a reader does (code points), not UTF-16 units: a key after an
 // emoji is at the column an editor shows.

@@ -5,9 +5,17 @@
 import { createHash } from "node:crypto";
 import { BlockList, isIPv4 } from "node:net";
 import { dirname, resolve } from "node:path";
-import { ConfigError, readConfigFile, type ConfigProblem, type ParsedConfig } from "./load.js";
+import {
+  ConfigError,
+  locate,
+  parseConfigText,
+  readConfigText,
+  type ConfigProblem,
+  type ParsedConfig,
+} from "./load.js";
 import { where } from "./key-path.js";
 import { durationMs } from "./duration.js";
+import type { Surroundings } from "./environment.js";
 import type { FileConfig } from "./schema.js";
 import { compileRoutes, type RouteTable } from "../routes/table.js";
 import { compileLimits, type LimitsSettings } from "../limits/plans.js";
@@ -71,12 +79,23 @@ export interface BuildOptions {
   readonly ephemeralKeys?: EphemeralKeys;
   /** Derived `secret_env` secrets; made once per process so reloads do not derive them again. */
   readonly plainSecrets?: PlainSecrets;
+  /** Parses and validates the text; by default on this thread. */
+  readonly parse?: ParseConfig;
 }
+
+/** Parses and validates config text, throwing ConfigError, on this thread or another. */
+export type ParseConfig = (
+  text: string,
+  name: string,
+  around: Surroundings,
+) => Promise<ParsedConfig>;
 
 /** Reads, validates and builds the snapshot for `path`; throws ConfigError listing every problem. */
 export async function loadSnapshot(path: string, options: BuildOptions): Promise<Snapshot> {
-  const parsed = await readConfigFile(path);
-  return buildSnapshot(parsed, { ...options, source: path, text: parsed.text });
+  const text = await readConfigText(path);
+  const around = { env: options.env, baseDir: dirname(resolve(path)) };
+  const parsed = await (options.parse ?? parseInline)(text, path, around);
+  return buildSnapshot(parsed, { ...options, source: path, text });
 }
 
 /** Builds a snapshot from a parsed file. */
@@ -143,7 +162,15 @@ function identity(text: string, keys: KeyRing): string {
 }
 
 function locateProblem(parsed: ParsedConfig, problem: BuildProblem): ConfigProblem {
-  return { ...parsed.locate(problem.path), message: `${where(problem.path)}: ${problem.message}` };
+  return { ...locate(parsed, problem.path), message: `${where(problem.path)}: ${problem.message}` };
+}
+
+async function parseInline(
+  text: string,
+  name: string,
+  around: Surroundings,
+): Promise<ParsedConfig> {
+  return parseConfigText(text, name, around);
 }
 
 /** Splits HOST:PORT (IPv6 in brackets); the schema has already checked the form. */

@@ -423,3 +423,24 @@ t.test(
     t.equal(edit, undefined, "the edit was made when the swap's reload ended");
   },
 );
+
+t.test("a large file is parsed off the main thread with the same result and errors", async (t) => {
+  // 2,000 routes are well over the size parsed at once: the reload goes through the worker.
+  const many = Array.from({ length: 2000 }, (_, i) => `/v1/many/${i}`);
+  const gh = await startTestGatehouse(config(["/v1/a"]));
+  t.teardown(() => gh.close());
+  await gh.writeConfig(config(["/v1/a", ...many]));
+  t.equal(await gh.gatehouse.reload("test"), "success");
+  t.equal(gh.gatehouse.config().routes.routes.length, 2001);
+  t.equal(await status(`${gh.url}/v1/many/1999`), 200);
+
+  const hash = gh.gatehouse.config().hash;
+  await gh.writeConfig(config(["/v1/a", ...many, "/v1/../bad"], "unknown_key: 1\n"));
+  t.equal(await gh.gatehouse.reload("test"), "failure");
+  t.equal(gh.gatehouse.config().hash, hash, "the config in force stays");
+  const failure = gh.logs.findLast((l) => l.msg?.toString().startsWith("config reload failed"));
+  t.match(failure?.problems, [
+    /proxy\.config\.yaml:\d+:11 routes\[2001\]\.path: must not contain "\." or "\.\." segments$/,
+    /proxy\.config\.yaml:\d+:1 unknown_key: unknown key/,
+  ]);
+});

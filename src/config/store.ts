@@ -9,6 +9,7 @@ import { dirname, resolve } from "node:path";
 import type { Logger } from "pino";
 import type { Metrics } from "../metrics.js";
 import { ConfigError } from "./load.js";
+import { parseForReload } from "./parse-off-thread.js";
 import { fileHash, loadSnapshot, type BuildOptions, type Snapshot } from "./snapshot.js";
 
 /** How a reload ended. */
@@ -57,7 +58,7 @@ export function createConfigStore<T extends { readonly config: Snapshot }>(
   async function reloadOnce(trigger: string): Promise<ReloadResult> {
     let config: Snapshot;
     try {
-      config = await loadSnapshot(options.path, options);
+      config = await loadSnapshot(options.path, { ...options, parse: parseForReload });
     } catch (error) {
       metrics.configReloads.inc({ result: "failure" });
       const problems = error instanceof ConfigError ? error.message.split("\n") : [String(error)];

@@ -36,23 +36,27 @@ function canonicalSegment(segment: string): string {
   return typeof canonical === "string" ? "/" + segment : canonical.path;
 }
 
-/** Compiles a pattern: literal segments, `*` for exactly one non-empty segment, final `**` for a subtree. */
-export function compilePattern(pattern: string): RegExp {
-  const segments = pattern.slice(1).split("/");
+// A pattern's segments: wildcards as written, literal ones in canonical form (with their "/").
+function patternSegments(pattern: string): string[] {
+  return pattern
+    .slice(1)
+    .split("/")
+    .map((segment) => (segment === "*" || segment === "**" ? segment : canonicalSegment(segment)));
+}
+
+function matcherOf(segments: readonly string[]): RegExp {
   let source = "^";
   for (const segment of segments) {
     if (segment === "**") source += "(?:/.*)?";
     else if (segment === "*") source += "/[^/]+";
-    else source += escape(canonicalSegment(segment));
+    else source += escape(segment);
   }
   return new RegExp(source + "$");
 }
 
-// The one canonical path a pattern without wildcards matches, or undefined when it has one.
-function literalPath(pattern: string): string | undefined {
-  const segments = pattern.slice(1).split("/");
-  if (segments.some((segment) => segment === "*" || segment === "**")) return undefined;
-  return segments.map(canonicalSegment).join("");
+/** Compiles a pattern: literal segments, `*` for exactly one non-empty segment, final `**` for a subtree. */
+export function compilePattern(pattern: string): RegExp {
+  return matcherOf(patternSegments(pattern));
 }
 
 /**
@@ -71,16 +75,15 @@ function patternNode(): PatternNode {
   return { children: new Map(), end: false, subtree: false };
 }
 
-function addPattern(root: PatternNode, pattern: string): void {
+function addPattern(root: PatternNode, segments: readonly string[]): void {
   let node = root;
-  for (const segment of pattern.slice(1).split("/")) {
+  for (const segment of segments) {
     if (segment === "**") {
       node.subtree = true;
       return;
     }
-    const key = segment === "*" ? "*" : canonicalSegment(segment);
-    let child = node.children.get(key);
-    if (child === undefined) node.children.set(key, (child = patternNode()));
+    let child = node.children.get(segment);
+    if (child === undefined) node.children.set(segment, (child = patternNode()));
     node = child;
   }
   node.end = true;
@@ -97,22 +100,16 @@ function matchesPattern(node: PatternNode, segments: readonly string[], from: nu
   return any !== undefined && matchesPattern(any, segments, from + 1);
 }
 
-function splitCanonical(path: string): string[] {
-  return path
-    .slice(1)
-    .split("/")
-    .map((segment) => "/" + segment);
-}
-
 /** Builds the table from validated route entries. */
 export function compileRoutes(entries: readonly RouteConfig[]): RouteTable {
-  const routes: Route[] = entries.map((entry) =>
+  const segments = entries.map((entry) => patternSegments(entry.path));
+  const routes: Route[] = entries.map((entry, index) =>
     Object.freeze({
       pattern: entry.path,
       methods: new Set(entry.methods),
       cost: entry.cost,
       auth: entry.auth,
-      matcher: compilePattern(entry.path),
+      matcher: matcherOf(segments[index] as string[]),
     }),
   );
   const found = routes.map((route): RouteMatch => Object.freeze({ kind: "route", route }));
@@ -120,12 +117,12 @@ export function compileRoutes(entries: readonly RouteConfig[]): RouteTable {
   // found by that path at once. Other requests, and other methods, scan the table in order.
   const firstByPath = new Map<string, number>();
   const earlier = patternNode();
-  for (const [index, route] of routes.entries()) {
-    const path = literalPath(route.pattern);
-    if (path !== undefined && !matchesPattern(earlier, splitCanonical(path), 0)) {
-      firstByPath.set(path, index);
+  for (const [index, own] of segments.entries()) {
+    const literal = !own.some((segment) => segment === "*" || segment === "**");
+    if (literal && !matchesPattern(earlier, own, 0)) {
+      firstByPath.set(own.join(""), index);
     }
-    addPattern(earlier, route.pattern);
+    addPattern(earlier, own);
   }
   return Object.freeze({
     routes: Object.freeze(routes),

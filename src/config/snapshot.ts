@@ -17,7 +17,7 @@ import { where } from "./key-path.js";
 import { durationMs } from "./duration.js";
 import type { Surroundings } from "./environment.js";
 import type { FileConfig } from "./schema.js";
-import { compileRoutes, type RouteTable } from "../routes/table.js";
+import { compileRoutesInSlices, type RouteTable } from "../routes/table.js";
 import { compileLimits, type LimitsSettings } from "../limits/plans.js";
 import { compileLanguages, type LanguageSettings } from "../language/table.js";
 import { createEphemeralKeys, type EphemeralKeys, type KeyRing } from "../tokens/keys.js";
@@ -129,7 +129,7 @@ export async function buildSnapshot(
       identityHeader: file.upstream.identity_header.toLowerCase(),
       forwardAuthorization: file.upstream.forward_authorization,
     },
-    routes: compileRoutes(file.routes),
+    routes: await compileRoutesInSlices(file.routes),
     limits: compileLimits(file, baseDir),
     languages: compileLanguages(file.languages),
     tokens,

@@ -100,24 +100,53 @@ function matchesPattern(node: PatternNode, segments: readonly string[], from: nu
   return any !== undefined && matchesPattern(any, segments, from + 1);
 }
 
+interface CompiledRoute {
+  readonly route: Route;
+  /** The pattern's segments, literal ones canonical. */
+  readonly segments: readonly string[];
+}
+
+function compileEntry(entry: RouteConfig): CompiledRoute {
+  const segments = patternSegments(entry.path);
+  const route = Object.freeze({
+    pattern: entry.path,
+    methods: new Set(entry.methods),
+    cost: entry.cost,
+    auth: entry.auth,
+    matcher: matcherOf(segments),
+  });
+  return { route, segments };
+}
+
+// Routes compiled between two turns of the event loop when a reload builds a large table.
+const SLICE = 500;
+
 /** Builds the table from validated route entries. */
 export function compileRoutes(entries: readonly RouteConfig[]): RouteTable {
-  const segments = entries.map((entry) => patternSegments(entry.path));
-  const routes: Route[] = entries.map((entry, index) =>
-    Object.freeze({
-      pattern: entry.path,
-      methods: new Set(entry.methods),
-      cost: entry.cost,
-      auth: entry.auth,
-      matcher: matcherOf(segments[index] as string[]),
-    }),
-  );
+  return tableOf(entries.map(compileEntry));
+}
+
+/**
+ * Builds the table as compileRoutes does, yielding to the event loop between slices of routes, so
+ * that a reload of a large file does not hold requests in flight meanwhile.
+ */
+export async function compileRoutesInSlices(entries: readonly RouteConfig[]): Promise<RouteTable> {
+  const compiled: CompiledRoute[] = [];
+  for (let start = 0; start < entries.length; start += SLICE) {
+    for (const entry of entries.slice(start, start + SLICE)) compiled.push(compileEntry(entry));
+    await new Promise((resume) => setImmediate(resume));
+  }
+  return tableOf(compiled);
+}
+
+function tableOf(compiled: readonly CompiledRoute[]): RouteTable {
+  const routes = compiled.map(({ route }) => route);
   const found = routes.map((route): RouteMatch => Object.freeze({ kind: "route", route }));
   // Most requests ask for a literal path: a route that is the first to match its own path is
   // found by that path at once. Other requests, and other methods, scan the table in order.
   const firstByPath = new Map<string, number>();
   const earlier = patternNode();
-  for (const [index, own] of segments.entries()) {
+  for (const [index, { segments: own }] of compiled.entries()) {
     const literal = !own.some((segment) => segment === "*" || segment === "**");
     if (literal && !matchesPattern(earlier, own, 0)) {
       firstByPath.set(own.join(""), index);

@@ -10,6 +10,7 @@ import { cpus, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
+import { runBigConfig } from "./big-config.js";
 import { processCpuNs } from "./cpu.js";
 import { withFootprint } from "./footprint.js";
 import { choosePinning, pin, type Pinning } from "./pin.js";
@@ -209,7 +210,9 @@ function gitCommit(): string {
   }
 }
 
-async function main(argv: string[]): Promise<number> {
+async function main(all: string[]): Promise<number> {
+  const argv = await runBigConfig(all);
+  if (argv === undefined) return 0;
   let settings: Settings | undefined;
   try {
     settings = parseSettings(argv);

@@ -40,6 +40,27 @@ t.test(
   },
 );
 
+t.test(
+  "check reports schema, cross-reference and environment problems of a file in one run",
+  async (t) => {
+    const result = gatehouse(["check", "--config", "test/fixtures/config/every-kind.yaml"]);
+    t.equal(result.status, 1);
+    const found = result.stderr
+      .trimEnd()
+      .split("\n")
+      .map(
+        (line) => /^test\/fixtures\/config\/every-kind\.yaml:\d+:\d+ ([\w.[\]]+):/.exec(line)?.[1],
+      );
+    t.strictSame(found, [
+      "upstream.timeout",
+      "tokens.signing.key_file",
+      "clients[0].secret_env",
+      "clients[0].plan",
+      "routes[0].cost",
+    ]);
+  },
+);
+
 t.test("check reads $GATEHOUSE_CONFIG when --config is absent", async (t) => {
   const result = gatehouse(["check"], {
     GATEHOUSE_CONFIG: "test/fixtures/config/unknown-key.yaml",

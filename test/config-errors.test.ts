@@ -1,6 +1,7 @@
 import { readdir } from "node:fs/promises";
 import t from "tap";
 import { checkConfigFixtures } from "./helpers/config-fixtures.js";
+import { parseConfigText } from "../src/config/load.js";
 import { loadSnapshot } from "../src/config/snapshot.js";
 
 // One fixture per class of config error, each with the exact lines `gatehouse check` prints
@@ -27,6 +28,14 @@ const expected: Record<string, string[]> = {
   ],
   "client-unknown-plan.yaml": ["6:11 clients[0].plan: names no plan; known plans: standard"],
   "duplicate-key.yaml": ["6:5 duplicate key: each key may appear only once in a mapping"],
+  "empty-value.yaml": ["3:3 upstream.timeout: must be a duration such as 500ms, 30s, 1m, 1h or 1d"],
+  "every-kind.yaml": [
+    "3:12 upstream.timeout: must be a duration greater than zero, such as 500ms, 30s, 1m, 1h or 1d",
+    '6:15 tokens.signing.key_file: cannot read "./missing-signing.pem" (ENOENT)',
+    "9:17 clients[0].secret_env: names REPORTING_SECRET_NOT_SET, which is not set",
+    "10:11 clients[0].plan: names no plan; known plans: standard",
+    "17:11 routes[0].cost: is 6, above the limit of 5 set at plans.standard.rate_limit.limit: every request to this route would be refused",
+  ],
   "hs256-key-file.yaml": [
     "6:15 tokens.signing.key_file: is for EdDSA and ES256; HS256 uses secret_env",
   ],
@@ -50,6 +59,8 @@ const expected: Record<string, string[]> = {
     "2:3 upstream.url: is required: the upstream's base URL, such as http://127.0.0.1:3000",
   ],
   "own-path-collision.yaml": ["4:19 health.readiness_path: is the same path as tokens.path"],
+  "plan-name-number.yaml": ["5:26 plans.1.rate_limit.limit: must be at least 1"],
+  "plan-name-unicode.yaml": ["4:3 plans.tarifé: must be a plan name"],
   "plan-empty.yaml": ["4:10 plans.empty: needs rate_limit (or rate_limits), quota or both"],
   "proto-key.yaml": [
     "3:1 __proto__: unknown key (allowed here: listen, admin_listen, admin_token_env, max_connections, trusted_proxies, upstream, tokens, clients, plans, routes, languages, limits, health, shutdown, logging)",
@@ -84,6 +95,12 @@ const expected: Record<string, string[]> = {
   "route-bad-method.yaml": [
     "5:20 routes[0].methods[1]: must be one of GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS",
   ],
+  "route-cost-above-limit.yaml": [
+    "16:11 routes[1].cost: is 10, above the limit of 5 set at clients[0].rate_limit.limit: every request to this route would be refused",
+  ],
+  "route-cost-anonymous.yaml": [
+    "16:11 routes[1].cost: is 4, above the limit of 3 set at plans.anonymous.quota.limit: every request to this route would be refused",
+  ],
   "route-dot-segment.yaml": ['4:11 routes[0].path: must not contain "." or ".." segments'],
   "route-duplicate.yaml": [
     "6:11 routes[1].path: duplicates routes[0]; merge their methods into one entry",
@@ -102,11 +119,19 @@ const expected: Record<string, string[]> = {
     "5:15 limits.state_file: is for the memory store; Redis keeps its own counters",
   ],
   "translation-max.yaml": ["5:10 languages.translation.max: must be at least 1"],
+  "unknown-key-deep-list.yaml": [
+    "11:7 clients[1].quota.burst: unknown key (allowed here: limit, period)",
+  ],
   "unknown-key-nested.yaml": [
     '6:5 routes[0].cots: unknown key; did you mean "cost"? (allowed here: path, methods, cost, auth)',
   ],
   "unknown-key.yaml": [
     '3:3 upstream.timout: unknown key; did you mean "timeout"? (allowed here: url, timeout, max_sockets, idle_timeout, identity_header, forward_authorization)',
+  ],
+  "window-too-long.yaml": ["5:39 plans.yearly.rate_limit.window: must be at most 366d"],
+  "unknown-key-unicode.yaml": [
+    "1:43 upstream.délai😀: unknown key (allowed here: url, timeout, max_sockets, idle_timeout, identity_header, forward_authorization)",
+    '1:57 upstream.timout: unknown key; did you mean "timeout"? (allowed here: url, timeout, max_sockets, idle_timeout, identity_header, forward_authorization)',
   ],
   "wrong-type.yaml": ["3:16 upstream.max_sockets: must be a whole number"],
   "yaml-syntax.yaml": [
@@ -123,9 +148,42 @@ t.test("every fixture has an expectation and every expectation a fixture", async
   t.strictSame(files, Object.keys(expected).sort());
 });
 
-checkConfigFixtures(t, DIR, expected);
+// The variables the fixtures name are set, so that each shows its own problem; every-kind.yaml
+// names one that is not.
+const env = { A: "a", B: "b", APP_SECRET: "s", A_SECRET: "a", B_SECRET: "b" };
+checkConfigFixtures(t, DIR, expected, env);
 
 t.test("the prototype of plain objects is never polluted by a __proto__ key", async (t) => {
   await loadSnapshot(`${DIR}/proto-key.yaml`, { env: {} }).catch(() => undefined);
   t.equal(({} as Record<string, unknown>).polluted, undefined);
 });
+
+t.test(
+  "a window of 366d and a route costing exactly its smallest limit are accepted",
+  async (t) => {
+    const parsed = parseConfigText(
+      `upstream:
+  url: http://127.0.0.1:3000
+plans:
+  yearly:
+    rate_limit: { limit: 5, window: 366d }
+  anonymous:
+    quota: { limit: 3, period: day }
+routes:
+  - path: /v1/items
+    methods: [GET]
+    cost: 3
+  - path: /v1/status
+    methods: [GET]
+    auth: none
+    cost: 3
+`,
+      "boundaries.yaml",
+    );
+    t.equal(parsed.file.plans.yearly?.rate_limit?.window, "366d");
+    t.strictSame(
+      parsed.file.routes.map((r) => r.cost),
+      [3, 3],
+    );
+  },
+);

@@ -12,7 +12,7 @@ const SECRETS: Record<string, string> = {
 };
 const env = { ...process.env, ...SECRETS };
 
-function config(betaLimit = 1, standardLimit = 3): string {
+function config(betaLimit = 2, standardLimit = 3): string {
   return configFor(
     upstream.url,
     `clients:
@@ -90,9 +90,10 @@ t.test("each client counts against its own plan, keyed by client id", async (t) 
 
   // Same IP, other clients: their own counters.
   const betaFirst = await get(g, beta);
-  t.equal(betaFirst.headers.get("x-ratelimit-limit"), "1", "the client's override");
+  t.equal(betaFirst.headers.get("x-ratelimit-limit"), "2", "the client's override");
   t.equal(betaFirst.headers.get("x-request-quota-limit"), "100", "the plan's quota stays");
-  t.strictSame(left(betaFirst), [200, "0", "99"], "beta's quota is not alpha's");
+  t.strictSame(left(betaFirst), [200, "1", "99"], "beta's quota is not alpha's");
+  t.equal((await get(g, beta)).status, 200);
   t.equal((await get(g, beta)).status, 429);
 
   const gammaFirst = await get(g, gamma);
@@ -166,7 +167,7 @@ t.test("a reload derives no secret_env secret again; the tokens it issued stay g
   t.teardown(() => g.close());
   const before = g.gatehouse.config().tokens.clients.secrets.get("alpha");
   const alpha = await token(g, "alpha");
-  await g.writeConfig(config(1, 5));
+  await g.writeConfig(config(3, 5));
   t.equal(await g.gatehouse.reload("test"), "success");
   t.equal(
     g.gatehouse.config().tokens.clients.secrets.get("alpha"),

@@ -4,9 +4,13 @@
  * awaited by polling with a deadline, never by asserting how long they took.
  */
 import { link, mkdir, mkdtemp, rename, rm, symlink, unlink, writeFile } from "node:fs/promises";
+import { createHash } from "node:crypto";
+import { writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
+import { Writable } from "node:stream";
 import { join } from "node:path";
 import { exportPKCS8, generateKeyPair } from "jose";
+import { pino } from "pino";
 import t from "tap";
 import { startGatehouse, type Gatehouse } from "../src/server.js";
 import { startCli } from "./helpers/cli.js";
@@ -274,4 +278,169 @@ t.test("a key file replaced under an unchanged config is a change", async (t) =>
     "the new key signs and is published",
   );
   t.equal(await gh.gatehouse.reload("test"), "unchanged", "same bytes, same keys: unchanged");
+});
+
+t.test("gatehouse_config_info's hash is the sha256 of the file in force", async (t) => {
+  const text = config(["/v1/a"]);
+  const gh = await startTestGatehouse(text);
+  t.teardown(() => gh.close());
+  const adminUrl = `http://127.0.0.1:${gh.gatehouse.adminAddress.port}`;
+  const info = async () =>
+    /^gatehouse_config_info\{hash="([0-9a-f]+)"\} 1$/m.exec(
+      (await send(`${adminUrl}/metrics`)).body.toString(),
+    )?.[1];
+  t.equal(await info(), createHash("sha256").update(text).digest("hex"));
+  const next = config(["/v1/b"]);
+  await gh.writeConfig(next);
+  t.equal(await gh.gatehouse.reload("test"), "success");
+  t.equal(await info(), createHash("sha256").update(next).digest("hex"), "and after a reload");
+});
+
+t.test(
+  "any sequence of ConfigMap swaps, renames and in-place writes ends with the last content in force",
+  async (t) => {
+    // Each step writes a config serving one more path; whatever the gaps between steps (none,
+    // around the reload's debounce, after it), the last content must end up in force.
+    const dir = await mkdtemp(join(tmpdir(), "gatehouse-sequence-"));
+    let stamp = 0;
+    let current = "";
+    const swap = async (text: string): Promise<void> => {
+      const next = `..2026_01_01_00_00_00.${String(++stamp).padStart(9, "0")}`;
+      await mkdir(join(dir, next));
+      await writeFile(join(dir, next, "proxy.config.yaml"), text);
+      await symlink(next, join(dir, "..data_tmp"));
+      await rename(join(dir, "..data_tmp"), join(dir, "..data"));
+      if (current !== "") await rm(join(dir, current), { recursive: true });
+      current = next;
+    };
+    // The old folder left in place: its watcher reports nothing more.
+    const swapKeeping = async (text: string): Promise<void> => {
+      current = "";
+      await swap(text);
+    };
+    const inPlace = (text: string) => writeFile(join(dir, "..data", "proxy.config.yaml"), text);
+    const renamed = async (text: string): Promise<void> => {
+      const temporary = join(dir, "..data", ".proxy.config.yaml.swp");
+      await writeFile(temporary, text);
+      await rename(temporary, join(dir, "..data", "proxy.config.yaml"));
+    };
+    await swap(config(["/v1/start"]));
+    await symlink("..data/proxy.config.yaml", join(dir, "proxy.config.yaml"));
+    const gh = await startWatching(join(dir, "proxy.config.yaml"));
+    t.teardown(async () => {
+      await gh.gatehouse.shutdown();
+      await rm(dir, { recursive: true, force: true });
+    });
+    const steps = { swap, swapKeeping, inPlace, renamed };
+    const sequences: Array<Array<[keyof typeof steps, number]>> = [
+      [
+        ["swap", 0],
+        ["inPlace", 0],
+      ],
+      [
+        ["swap", 0],
+        ["inPlace", 150],
+      ],
+      [
+        ["swap", 0],
+        ["inPlace", 200],
+      ],
+      [
+        ["swap", 0],
+        ["inPlace", 250],
+      ],
+      [
+        ["swap", 0],
+        ["renamed", 200],
+      ],
+      [
+        ["renamed", 0],
+        ["swap", 180],
+        ["inPlace", 190],
+      ],
+      [
+        ["inPlace", 0],
+        ["swap", 0],
+        ["inPlace", 220],
+        ["swap", 0],
+      ],
+      [
+        ["swap", 0],
+        ["swap", 160],
+        ["inPlace", 170],
+        ["renamed", 10],
+      ],
+    ];
+    let written = 0;
+    for (const [index, sequence] of sequences.entries()) {
+      let last = "";
+      for (const [kind, gapMs] of sequence) {
+        await new Promise((done) => setTimeout(done, gapMs));
+        last = `/v1/written-${++written}`;
+        await steps[kind](config(["/v1/start", last]));
+      }
+      t.ok(await becomes(`${gh.url}${last}`, 200), `sequence ${index}: ${last} is in force`);
+    }
+  },
+);
+
+t.test(
+  "an edit landing after a swap's reload read the file, before the watchers follow, is applied",
+  async (t) => {
+    // The edit is made from the log line that ends the swap's reload: the file has been read and
+    // the watchers are still on the old folder, so no event reports it; the store must look again.
+    const dir = await mkdtemp(join(tmpdir(), "gatehouse-race-"));
+    await mkdir(join(dir, "..1"));
+    await writeFile(join(dir, "..1", "proxy.config.yaml"), config(["/v1/start"]));
+    await symlink("..1", join(dir, "..data"));
+    await symlink("..data/proxy.config.yaml", join(dir, "proxy.config.yaml"));
+    let edit: (() => void) | undefined;
+    const sink = new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        if (chunk.toString("utf8").includes('"msg":"config reloaded"')) {
+          edit?.();
+          edit = undefined;
+        }
+        done();
+      },
+    });
+    const gatehouse = await startGatehouse({
+      configPath: join(dir, "proxy.config.yaml"),
+      log: pino({ level: "info" }, sink),
+      watch: true,
+    });
+    const url = `http://127.0.0.1:${gatehouse.address.port}`;
+    t.teardown(async () => {
+      await gatehouse.shutdown();
+      await rm(dir, { recursive: true, force: true });
+    });
+    edit = () => writeFileSync(join(dir, "..2", "proxy.config.yaml"), config(["/v1/edited"]));
+    await mkdir(join(dir, "..2"));
+    await writeFile(join(dir, "..2", "proxy.config.yaml"), config(["/v1/swapped"]));
+    await symlink("..2", join(dir, "..data_tmp"));
+    await rename(join(dir, "..data_tmp"), join(dir, "..data"));
+    t.ok(await becomes(`${url}/v1/edited`, 200), "the edit is in force");
+    t.equal(edit, undefined, "the edit was made when the swap's reload ended");
+  },
+);
+
+t.test("a large file is parsed off the main thread with the same result and errors", async (t) => {
+  // 2,000 routes are well over the size parsed at once: the reload goes through the worker.
+  const many = Array.from({ length: 2000 }, (_, i) => `/v1/many/${i}`);
+  const gh = await startTestGatehouse(config(["/v1/a"]));
+  t.teardown(() => gh.close());
+  await gh.writeConfig(config(["/v1/a", ...many]));
+  t.equal(await gh.gatehouse.reload("test"), "success");
+  t.equal(gh.gatehouse.config().routes.routes.length, 2001);
+  t.equal(await status(`${gh.url}/v1/many/1999`), 200);
+
+  const hash = gh.gatehouse.config().hash;
+  await gh.writeConfig(config(["/v1/a", ...many, "/v1/../bad"], "unknown_key: 1\n"));
+  t.equal(await gh.gatehouse.reload("test"), "failure");
+  t.equal(gh.gatehouse.config().hash, hash, "the config in force stays");
+  const failure = gh.logs.findLast((l) => l.msg?.toString().startsWith("config reload failed"));
+  t.match(failure?.problems, [
+    /proxy\.config\.yaml:\d+:11 routes\[2001\]\.path: must not contain "\." or "\.\." segments$/,
+    /proxy\.config\.yaml:\d+:1 unknown_key: unknown key/,
+  ]);
 });

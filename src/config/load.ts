@@ -3,8 +3,19 @@
  * schema. Every problem is reported at once, each with its line and column.
  */
 import { readFile } from "node:fs/promises";
-import { isMap, isScalar, LineCounter, parseDocument, type Document, type Node } from "yaml";
+import {
+  isAlias,
+  isMap,
+  isScalar,
+  isSeq,
+  LineCounter,
+  parseDocument,
+  type Document,
+  type Node,
+} from "yaml";
 import type { z } from "zod";
+import { environmentPaths, environmentProblems, type Surroundings } from "./environment.js";
+import { where } from "./key-path.js";
 import { FileSchema, type FileConfig } from "./schema.js";
 
 /** One problem in the configuration file, at a line and column (both from 1). */
@@ -26,26 +37,39 @@ export class ConfigError extends Error {
   }
 }
 
-/** A parsed file: its validated content, and a way to place later problems (secrets, keys) in it. */
+/** A line and a column, both from 1; columns count characters. */
+export type Position = { line: number; col: number };
+
+/**
+ * A parsed file: its validated content, and where the keys that building may find a problem at
+ * (secrets, key files) are, by their `where` names. Plain data, so it can cross threads.
+ */
 export interface ParsedConfig {
   readonly file: FileConfig;
-  readonly locate: (path: readonly PropertyKey[]) => { line: number; col: number };
+  readonly places: Readonly<Record<string, Position>>;
 }
 
-/** Reads and validates `path`; throws ConfigError with every problem found. */
-export async function readConfigFile(path: string): Promise<ParsedConfig & { text: string }> {
-  let text: string;
+/** Where `path` is in a parsed file (the top of the file when it was not recorded). */
+export function locate(parsed: ParsedConfig, path: readonly PropertyKey[]): Position {
+  return parsed.places[where(path)] ?? { line: 1, col: 1 };
+}
+
+/** Reads `path` whole; throws ConfigError when it cannot be read. */
+export async function readConfigText(path: string): Promise<string> {
   try {
-    text = await readFile(path, "utf8");
+    return await readFile(path, "utf8");
   } catch (error) {
     const reason = (error as NodeJS.ErrnoException).code ?? String(error);
     throw new ConfigError(path, [{ line: 1, col: 1, message: `cannot be read (${reason})` }]);
   }
-  return { ...parseConfigText(text, path), text };
 }
 
-/** Parses and validates configuration text; `name` is used in error messages. */
-export function parseConfigText(text: string, name: string): ParsedConfig {
+/**
+ * Parses and validates configuration text; `name` is used in error messages. With `around`, a
+ * file the schema refuses is also checked for unset variables and unreadable key files, so that
+ * the error lists every kind of problem at once.
+ */
+export function parseConfigText(text: string, name: string, around?: Surroundings): ParsedConfig {
   const lineCounter = new LineCounter();
   const doc = parseDocument(text, {
     lineCounter,
@@ -53,8 +77,7 @@ export function parseConfigText(text: string, name: string): ParsedConfig {
     prettyErrors: false,
     strict: true,
   });
-  const at = (offset: number) => lineCounter.linePos(offset);
-  const locate = (path: readonly PropertyKey[]) => at(offsetOf(doc, path));
+  const at = (offset: number) => position(text, lineCounter, offset);
 
   if (doc.errors.length > 0) {
     throw new ConfigError(
@@ -74,10 +97,15 @@ export function parseConfigText(text: string, name: string): ParsedConfig {
   const result = FileSchema.safeParse(data, { reportInput: true });
   if (!result.success) {
     const problems = result.error.issues.flatMap((issue) => describeIssue(issue, doc, at));
+    for (const { path, message } of around ? environmentProblems(data, around) : []) {
+      problems.push({ ...at(offsetOf(doc, path)), message: `${where(path)}: ${message}` });
+    }
     problems.sort((a, b) => a.line - b.line || a.col - b.col);
     throw new ConfigError(name, problems);
   }
-  return { file: result.data, locate };
+  const places: Record<string, Position> = {};
+  for (const path of environmentPaths(result.data)) places[where(path)] = at(offsetOf(doc, path));
+  return { file: result.data, places };
 }
 
 function yamlMessage(code: string, message: string): string {
@@ -86,7 +114,18 @@ function yamlMessage(code: string, message: string): string {
   return `YAML: ${first}`;
 }
 
-type Position = { line: number; col: number };
+// Columns count characters as a reader does (code points), not UTF-16 units: a key after an
+// emoji is at the column an editor shows.
+function position(text: string, lines: LineCounter, offset: number): Position {
+  const { line, col } = lines.linePos(offset);
+  const start = offset - (col - 1);
+  let characters = 0;
+  for (let i = start; i < offset; i++) {
+    const code = text.charCodeAt(i);
+    if (code < 0xdc00 || code > 0xdfff) characters++;
+  }
+  return { line, col: characters + 1 };
+}
 
 function describeIssue(
   issue: z.core.$ZodIssue,
@@ -100,6 +139,15 @@ function describeIssue(
       message: `${where([...path, key])}: unknown key${suggestion(key, allowedKeys(path))}`,
     }));
   }
+  // A record's key failed its own schema: report that schema's message at the key.
+  if (issue.code === "invalid_key") {
+    const key = String(path[path.length - 1]);
+    const parent = path.slice(0, -1);
+    return issue.issues.map((inner) => ({
+      ...at(keyOffset(doc, parent, key)),
+      message: `${where(path)}: ${inner.message}`,
+    }));
+  }
   if (issue.code === "invalid_type" && issue.input === undefined) {
     return [{ ...at(offsetOf(doc, path)), message: `${where(path)}: ${missing(issue.message)}` }];
   }
@@ -108,14 +156,6 @@ function describeIssue(
 
 function missing(message: string): string {
   return message.startsWith("is required") ? message : "is required";
-}
-
-/** A key path as written in messages: `routes[0].path`. */
-export function where(path: readonly PropertyKey[]): string {
-  if (path.length === 0) return "(top level)";
-  return path
-    .map((p, i) => (typeof p === "number" ? `[${p}]` : i === 0 ? String(p) : `.${String(p)}`))
-    .join("");
 }
 
 function suggestion(key: string, allowed: readonly string[]): string {
@@ -172,18 +212,40 @@ function unwrap(schema: z.core.$ZodType): z.core.$ZodType {
   }
 }
 
+// The node at `key` of a mapping or sequence, aliases followed; keys compare as the data does
+// (a YAML key `1` is the data's "1").
+function child(doc: Document, node: unknown, key: PropertyKey): Node | undefined {
+  const container = isAlias(node) ? node.resolve(doc) : node;
+  if (isSeq(container)) return container.items[Number(key)] as Node | undefined;
+  if (!isMap(container)) return undefined;
+  const pair = container.items.find((p) => isScalar(p.key) && String(p.key.value) === String(key));
+  return pair?.value as Node | undefined;
+}
+
 /** Offset of the deepest node that exists along `path` (the value itself when present). */
 function offsetOf(doc: Document, path: readonly PropertyKey[]): number {
-  for (let depth = path.length; depth >= 0; depth--) {
-    const node = doc.getIn(path.slice(0, depth) as unknown[], true) as Node | undefined;
-    if (node?.range) return node.range[0];
+  let node: unknown = doc.contents;
+  let offset = (doc.contents as Node | null)?.range?.[0] ?? 0;
+  for (const key of path) {
+    const parent = node;
+    node = child(doc, node, key);
+    const range = (node as Node | undefined)?.range;
+    if (range === undefined || range === null) break;
+    // An empty value (`timeout:` and nothing) has no text of its own: point at its key.
+    offset = range[0] === range[1] ? keyIn(doc, parent, String(key), range[0]) : range[0];
   }
-  return 0;
+  return offset;
 }
 
 /** Offset of `key` itself inside the mapping at `path`. */
 function keyOffset(doc: Document, path: readonly PropertyKey[], key: string): number {
-  const map = path.length === 0 ? doc.contents : doc.getIn(path as unknown[], true);
+  let map: unknown = doc.contents;
+  for (const step of path) map = child(doc, map, step);
+  return keyIn(doc, map, key, offsetOf(doc, path));
+}
+
+function keyIn(doc: Document, node: unknown, key: string, otherwise: number): number {
+  const map = isAlias(node) ? node.resolve(doc) : node;
   if (isMap(map)) {
     for (const pair of map.items) {
       if (isScalar(pair.key) && String(pair.key.value) === key && pair.key.range) {
@@ -191,5 +253,5 @@ function keyOffset(doc: Document, path: readonly PropertyKey[], key: string): nu
       }
     }
   }
-  return offsetOf(doc, path);
+  return otherwise;
 }

@@ -5,7 +5,8 @@
  */
 import { isIP } from "node:net";
 import { z } from "zod";
-import { DURATION_PATTERN, POSITIVE_DURATION_PATTERN } from "./duration.js";
+import { crossChecks, problem, type Ctx } from "./cross-checks.js";
+import { DURATION_PATTERN, durationMs, POSITIVE_DURATION_PATTERN } from "./duration.js";
 import { redisSchema } from "./redis-schema.js";
 
 const duration = (description: string) =>
@@ -23,6 +24,13 @@ const positiveDuration = (description: string) =>
       error: "must be a duration greater than zero, such as 500ms, 30s, 1m, 1h or 1d",
     })
     .describe(description);
+
+const LONGEST_WINDOW_MS = 366 * 86_400_000;
+
+// Only a well-formed duration is measured; the pattern reports the others.
+function withinAYear(text: string): boolean {
+  return !new RegExp(DURATION_PATTERN).test(text) || durationMs(text) <= LONGEST_WINDOW_MS;
+}
 
 const positiveInt = (description: string) =>
   z
@@ -64,12 +72,6 @@ const METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"] as 
 const languageCode = z.string().regex(/^[a-z]{2,3}$/, {
   error: "must be a two- or three-letter lower-case language code, such as fr",
 });
-
-type Ctx = z.RefinementCtx<unknown>;
-
-function problem(ctx: Ctx, path: PropertyKey[], message: string): void {
-  ctx.addIssue({ code: "custom", path, message });
-}
 
 function absoluteUrl(value: string, ctx: Ctx, example: string): URL | undefined {
   try {
@@ -205,49 +207,13 @@ function checkLanguages(languages: LanguagesShape, ctx: Ctx): void {
   });
 }
 
-interface CrossShape {
-  tokens: { path: string };
-  health: { liveness_path: string; readiness_path: string };
-  clients: ReadonlyArray<{ id: string; plan?: string | undefined }>;
-  plans: Readonly<Record<string, unknown>>;
-}
-
-// Checks that relate keys of different sections; each adds one issue at the key to fix.
-function crossChecks(file: CrossShape, ctx: Ctx): void {
-  const own: Array<[PropertyKey[], string]> = [
-    [["tokens", "path"], file.tokens.path],
-    [["health", "liveness_path"], file.health.liveness_path],
-    [["health", "readiness_path"], file.health.readiness_path],
-  ];
-  const seen = new Map<string, string>();
-  for (const [path, value] of own) {
-    const first = seen.get(value);
-    if (first !== undefined) problem(ctx, path, `is the same path as ${first}`);
-    else seen.set(value, path.join("."));
-  }
-  const ids = new Map<string, number>();
-  file.clients.forEach((client, index) => {
-    const folded = client.id.toLowerCase();
-    const first = ids.get(folded);
-    if (first !== undefined)
-      problem(ctx, ["clients", index, "id"], `is already used by clients[${first}]`);
-    else ids.set(folded, index);
-    if (client.plan !== undefined && !Object.hasOwn(file.plans, client.plan)) {
-      const known = Object.keys(file.plans);
-      problem(
-        ctx,
-        ["clients", index, "plan"],
-        `names no plan; known plans: ${known.length ? known.join(", ") : "(none)"}`,
-      );
-    }
-  });
-}
-
 /** A rate limit: `limit` points per fixed `window`, which starts at the key's first counted request. */
 export const RateLimitSchema = z
   .strictObject({
     limit: positiveInt("Points allowed per window."),
-    window: positiveDuration("The window's length."),
+    window: positiveDuration("The window's length.").refine(withinAYear, {
+      error: "must be at most 366d",
+    }),
   })
   .describe("A rate limit, reported in X-RateLimit-* headers.");
 
@@ -536,7 +502,8 @@ export const FileSchema = z
       })
       .prefault({}),
   })
-  .superRefine(crossChecks);
+  // Always: a reference between sections is worth reporting whatever else is wrong.
+  .superRefine(crossChecks, { when: () => true });
 
 /** The configuration file as validated, with defaults applied. */
 export type FileConfig = z.output<typeof FileSchema>;

@@ -7,14 +7,17 @@ import { BlockList, isIPv4 } from "node:net";
 import { dirname, resolve } from "node:path";
 import {
   ConfigError,
-  readConfigFile,
-  where,
+  locate,
+  parseConfigText,
+  readConfigText,
   type ConfigProblem,
   type ParsedConfig,
 } from "./load.js";
+import { where } from "./key-path.js";
 import { durationMs } from "./duration.js";
+import type { Surroundings } from "./environment.js";
 import type { FileConfig } from "./schema.js";
-import { compileRoutes, type RouteTable } from "../routes/table.js";
+import { compileRoutesInSlices, type RouteTable } from "../routes/table.js";
 import { compileLimits, type LimitsSettings } from "../limits/plans.js";
 import { compileLanguages, type LanguageSettings } from "../language/table.js";
 import { createEphemeralKeys, type EphemeralKeys, type KeyRing } from "../tokens/keys.js";
@@ -48,8 +51,10 @@ export interface Snapshot {
   readonly source: string;
   /** Relative paths in the file are resolved from here. */
   readonly baseDir: string;
-  /** sha256 of the file's text and the ids of the keys it names, hex: equal means unchanged. */
+  /** sha256 of the file's text, hex: `gatehouse_config_info`'s `hash` label. */
   readonly hash: string;
+  /** sha256 of the file's text and the ids of the keys it names, hex: equal means unchanged. */
+  readonly identity: string;
   readonly listen: HostPort;
   readonly adminListen: HostPort;
   /** null when no proxy is trusted. */
@@ -82,12 +87,23 @@ export interface BuildOptions {
   readonly ephemeralKeys?: EphemeralKeys;
   /** Derived `secret_env` secrets; made once per process so reloads do not derive them again. */
   readonly plainSecrets?: PlainSecrets;
+  /** Parses and validates the text; by default on this thread. */
+  readonly parse?: ParseConfig;
 }
+
+/** Parses and validates config text, throwing ConfigError, on this thread or another. */
+export type ParseConfig = (
+  text: string,
+  name: string,
+  around: Surroundings,
+) => Promise<ParsedConfig>;
 
 /** Reads, validates and builds the snapshot for `path`; throws ConfigError listing every problem. */
 export async function loadSnapshot(path: string, options: BuildOptions): Promise<Snapshot> {
-  const parsed = await readConfigFile(path);
-  return buildSnapshot(parsed, { ...options, source: path, text: parsed.text });
+  const text = await readConfigText(path);
+  const around = { env: options.env, baseDir: dirname(resolve(path)) };
+  const parsed = await (options.parse ?? parseInline)(text, path, around);
+  return buildSnapshot(parsed, { ...options, source: path, text });
 }
 
 /** Builds a snapshot from a parsed file. */
@@ -113,7 +129,8 @@ export async function buildSnapshot(
     file: deepFreeze(file),
     source: options.source,
     baseDir,
-    hash: identity(options.text, tokens.keys),
+    hash: fileHash(options.text),
+    identity: identity(options.text, tokens.keys),
     listen: hostPort(file.listen),
     adminListen: hostPort(file.admin_listen),
     trustedProxies: trustedProxies(file.trusted_proxies),
@@ -125,7 +142,7 @@ export async function buildSnapshot(
       identityHeader: file.upstream.identity_header.toLowerCase(),
       forwardAuthorization: file.upstream.forward_authorization,
     },
-    routes: compileRoutes(file.routes),
+    routes: await compileRoutesInSlices(file.routes),
     limits: compileLimits(file, baseDir, redis),
     languages: compileLanguages(file.languages),
     tokens,
@@ -162,6 +179,11 @@ function adminToken(
   return token;
 }
 
+/** sha256 of a config file's text, hex. */
+export function fileHash(text: string): string {
+  return createHash("sha256").update(text).digest("hex");
+}
+
 // The file's bytes and the keys it names (by their RFC 7638 thumbprints): a key file replaced
 // under an unchanged config is a change too.
 function identity(text: string, keys: KeyRing): string {
@@ -171,7 +193,15 @@ function identity(text: string, keys: KeyRing): string {
 }
 
 function locateProblem(parsed: ParsedConfig, problem: BuildProblem): ConfigProblem {
-  return { ...parsed.locate(problem.path), message: `${where(problem.path)}: ${problem.message}` };
+  return { ...locate(parsed, problem.path), message: `${where(problem.path)}: ${problem.message}` };
+}
+
+async function parseInline(
+  text: string,
+  name: string,
+  around: Surroundings,
+): Promise<ParsedConfig> {
+  return parseConfigText(text, name, around);
 }
 
 /** Splits HOST:PORT (IPv6 in brackets); the schema has already checked the form. */

@@ -4,11 +4,13 @@
  * watching the config file's folder, which also sees a Kubernetes ConfigMap's `..data` symlink swap.
  */
 import { realpathSync, watch, type FSWatcher } from "node:fs";
+import { readFile } from "node:fs/promises";
 import { dirname, resolve } from "node:path";
 import type { Logger } from "pino";
 import type { Metrics } from "../metrics.js";
 import { ConfigError } from "./load.js";
-import { loadSnapshot, type BuildOptions, type Snapshot } from "./snapshot.js";
+import { parseForReload } from "./parse-off-thread.js";
+import { fileHash, loadSnapshot, type BuildOptions, type Snapshot } from "./snapshot.js";
 
 /** How a reload ended. */
 export type ReloadResult = "success" | "failure" | "unchanged";
@@ -56,14 +58,14 @@ export function createConfigStore<T extends { readonly config: Snapshot }>(
   async function reloadOnce(trigger: string): Promise<ReloadResult> {
     let config: Snapshot;
     try {
-      config = await loadSnapshot(options.path, options);
+      config = await loadSnapshot(options.path, { ...options, parse: parseForReload });
     } catch (error) {
       metrics.configReloads.inc({ result: "failure" });
       const problems = error instanceof ConfigError ? error.message.split("\n") : [String(error)];
       log.error({ trigger, problems }, "config reload failed; the running config stays in force");
       return "failure";
     }
-    if (config.hash === current.config.hash) {
+    if (config.identity === current.config.identity) {
       metrics.configReloads.inc({ result: "unchanged" });
       return "unchanged";
     }
@@ -127,7 +129,22 @@ export function createConfigStore<T extends { readonly config: Snapshot }>(
   }
 
   function followLinks(): void {
-    if (!closed && watchers.length > 0 && folders().join("\n") !== watched) startWatching();
+    if (!closed && watchers.length > 0 && folders().join("\n") !== watched) {
+      startWatching();
+      void confirm();
+    }
+  }
+
+  // A write between a reload's read and the watchers' re-arming on a new target (a ConfigMap
+  // swap, then an edit) raises no event: once watching, compare what the file holds now.
+  async function confirm(): Promise<void> {
+    let text: string;
+    try {
+      text = await readFile(file, "utf8");
+    } catch {
+      return; // Missing for a moment: its return is an event in a watched folder.
+    }
+    if (!closed && fileHash(text) !== current.config.hash) scheduleReload();
   }
 
   function startWatching(): void {
@@ -168,7 +185,10 @@ export function createConfigStore<T extends { readonly config: Snapshot }>(
       return current;
     },
     reload,
-    watch: startWatching,
+    watch() {
+      startWatching();
+      void confirm();
+    },
     close() {
       closed = true;
       closeWatchers();

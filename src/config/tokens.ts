@@ -6,6 +6,7 @@
 import { readFile } from "node:fs/promises";
 import { resolve } from "node:path";
 import { durationMs } from "./duration.js";
+import { unreadableFile, unsetVariable } from "./environment.js";
 import type { FileConfig } from "./schema.js";
 import type { BuildProblem } from "./snapshot.js";
 import {
@@ -81,8 +82,7 @@ export async function readPem(
   try {
     return await readFile(resolve(baseDir, file), "utf8");
   } catch (error) {
-    const reason = (error as NodeJS.ErrnoException).code ?? String(error);
-    problems.push({ path, message: `cannot read ${JSON.stringify(file)} (${reason})` });
+    problems.push({ path, message: unreadableFile(file, error) });
     return undefined;
   }
 }
@@ -95,12 +95,12 @@ async function currentKey(
   if (algorithm === "HS256") {
     if (signing.secret_env === undefined) return undefined;
     const path = ["tokens", "signing", "secret_env"];
-    const value = context.env[signing.secret_env];
-    if (value === undefined || value === "") {
-      context.problems.push({ path, message: `names ${signing.secret_env}, which is not set` });
+    const unset = unsetVariable(context.env, signing.secret_env);
+    if (unset !== undefined) {
+      context.problems.push({ path, message: unset });
       return undefined;
     }
-    const secret = new Uint8Array(Buffer.from(value, "utf8"));
+    const secret = new Uint8Array(Buffer.from(context.env[signing.secret_env] as string, "utf8"));
     if (secret.length < MIN_HS256_BYTES) {
       context.problems.push({
         path,
@@ -165,15 +165,12 @@ async function clientRegistry(
         return [client.id, record];
       }
       const name = client.secret_env as string;
-      const secret = context.env[name];
-      if (secret === undefined || secret === "") {
-        context.problems.push({
-          path: ["clients", index, "secret_env"],
-          message: `names ${name}, which is not set`,
-        });
+      const unset = unsetVariable(context.env, name);
+      if (unset !== undefined) {
+        context.problems.push({ path: ["clients", index, "secret_env"], message: unset });
         return undefined;
       }
-      return [client.id, await context.plainSecrets.record(secret)];
+      return [client.id, await context.plainSecrets.record(context.env[name] as string)];
     }),
   );
   const secrets = new Map(entries.filter((entry) => entry !== undefined));

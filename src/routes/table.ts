@@ -36,46 +36,123 @@ function canonicalSegment(segment: string): string {
   return typeof canonical === "string" ? "/" + segment : canonical.path;
 }
 
-/** Compiles a pattern: literal segments, `*` for exactly one non-empty segment, final `**` for a subtree. */
-export function compilePattern(pattern: string): RegExp {
-  const segments = pattern.slice(1).split("/");
+// A pattern's segments: wildcards as written, literal ones in canonical form (with their "/").
+function patternSegments(pattern: string): string[] {
+  return pattern
+    .slice(1)
+    .split("/")
+    .map((segment) => (segment === "*" || segment === "**" ? segment : canonicalSegment(segment)));
+}
+
+function matcherOf(segments: readonly string[]): RegExp {
   let source = "^";
   for (const segment of segments) {
     if (segment === "**") source += "(?:/.*)?";
     else if (segment === "*") source += "/[^/]+";
-    else source += escape(canonicalSegment(segment));
+    else source += escape(segment);
   }
   return new RegExp(source + "$");
 }
 
-// The one canonical path a pattern without wildcards matches, or undefined when it has one.
-function literalPath(pattern: string): string | undefined {
-  const segments = pattern.slice(1).split("/");
-  if (segments.some((segment) => segment === "*" || segment === "**")) return undefined;
-  return segments.map(canonicalSegment).join("");
+/** Compiles a pattern: literal segments, `*` for exactly one non-empty segment, final `**` for a subtree. */
+export function compilePattern(pattern: string): RegExp {
+  return matcherOf(patternSegments(pattern));
 }
+
+/**
+ * The patterns seen so far, as a tree of canonical segments, asked whether any of them matches a
+ * literal path: a lookup walks the path's segments once instead of testing every earlier route.
+ */
+interface PatternNode {
+  readonly children: Map<string, PatternNode>;
+  /** A pattern ends here. */
+  end: boolean;
+  /** A pattern ends here with `**`: any rest of the path matches. */
+  subtree: boolean;
+}
+
+function patternNode(): PatternNode {
+  return { children: new Map(), end: false, subtree: false };
+}
+
+function addPattern(root: PatternNode, segments: readonly string[]): void {
+  let node = root;
+  for (const segment of segments) {
+    if (segment === "**") {
+      node.subtree = true;
+      return;
+    }
+    let child = node.children.get(segment);
+    if (child === undefined) node.children.set(segment, (child = patternNode()));
+    node = child;
+  }
+  node.end = true;
+}
+
+// `segments` are a canonical path's segments, each with its leading "/"; `*` is one non-empty one.
+function matchesPattern(node: PatternNode, segments: readonly string[], from: number): boolean {
+  if (node.subtree) return true;
+  if (from === segments.length) return node.end;
+  const segment = segments[from] as string;
+  const literal = node.children.get(segment);
+  if (literal !== undefined && matchesPattern(literal, segments, from + 1)) return true;
+  const any = segment === "/" ? undefined : node.children.get("*");
+  return any !== undefined && matchesPattern(any, segments, from + 1);
+}
+
+interface CompiledRoute {
+  readonly route: Route;
+  /** The pattern's segments, literal ones canonical. */
+  readonly segments: readonly string[];
+}
+
+function compileEntry(entry: RouteConfig): CompiledRoute {
+  const segments = patternSegments(entry.path);
+  const route = Object.freeze({
+    pattern: entry.path,
+    methods: new Set(entry.methods),
+    cost: entry.cost,
+    auth: entry.auth,
+    matcher: matcherOf(segments),
+  });
+  return { route, segments };
+}
+
+// Routes compiled between two turns of the event loop when a reload builds a large table.
+const SLICE = 500;
 
 /** Builds the table from validated route entries. */
 export function compileRoutes(entries: readonly RouteConfig[]): RouteTable {
-  const routes: Route[] = entries.map((entry) =>
-    Object.freeze({
-      pattern: entry.path,
-      methods: new Set(entry.methods),
-      cost: entry.cost,
-      auth: entry.auth,
-      matcher: compilePattern(entry.path),
-    }),
-  );
+  return tableOf(entries.map(compileEntry));
+}
+
+/**
+ * Builds the table as compileRoutes does, yielding to the event loop between slices of routes, so
+ * that a reload of a large file does not hold requests in flight meanwhile.
+ */
+export async function compileRoutesInSlices(entries: readonly RouteConfig[]): Promise<RouteTable> {
+  const compiled: CompiledRoute[] = [];
+  for (let start = 0; start < entries.length; start += SLICE) {
+    for (const entry of entries.slice(start, start + SLICE)) compiled.push(compileEntry(entry));
+    await new Promise((resume) => setImmediate(resume));
+  }
+  return tableOf(compiled);
+}
+
+function tableOf(compiled: readonly CompiledRoute[]): RouteTable {
+  const routes = compiled.map(({ route }) => route);
   const found = routes.map((route): RouteMatch => Object.freeze({ kind: "route", route }));
   // Most requests ask for a literal path: a route that is the first to match its own path is
   // found by that path at once. Other requests, and other methods, scan the table in order.
   const firstByPath = new Map<string, number>();
-  routes.forEach((route, index) => {
-    const path = literalPath(route.pattern);
-    if (path === undefined || firstByPath.has(path)) return;
-    if (routes.slice(0, index).some((earlier) => earlier.matcher.test(path))) return;
-    firstByPath.set(path, index);
-  });
+  const earlier = patternNode();
+  for (const [index, { segments: own }] of compiled.entries()) {
+    const literal = !own.some((segment) => segment === "*" || segment === "**");
+    if (literal && !matchesPattern(earlier, own, 0)) {
+      firstByPath.set(own.join(""), index);
+    }
+    addPattern(earlier, own);
+  }
   return Object.freeze({
     routes: Object.freeze(routes),
     match(method: string, path: string): RouteMatch {

@@ -1,0 +1,49 @@
+/**
+ * Parses and validates config text for a reload: a large file on a worker thread (see
+ * parse-worker), a small one at once, since starting a worker costs more than parsing it.
+ */
+import { extname } from "node:path";
+import { fileURLToPath } from "node:url";
+import { Worker } from "node:worker_threads";
+import type { Surroundings } from "./environment.js";
+import { ConfigError, parseConfigText, type ConfigProblem, type ParsedConfig } from "./load.js";
+import type { ParseRequest } from "./parse-worker.js";
+
+// The worker is this module's sibling, compiled or not alike (tests run the sources).
+const WORKER = new URL(`./parse-worker${extname(fileURLToPath(import.meta.url))}`, import.meta.url);
+
+// Parsing runs at about 1 µs per byte (the YAML parser dominates): below this size it holds the
+// event loop for less time than a worker takes to start.
+const OFF_THREAD_BYTES = 32 * 1024;
+
+/** Parses `text` for a reload, off the main thread when it is large; throws ConfigError. */
+export async function parseForReload(
+  text: string,
+  name: string,
+  around: Surroundings,
+): Promise<ParsedConfig> {
+  if (text.length < OFF_THREAD_BYTES) return parseConfigText(text, name, around);
+  return parseOffThread(text, name, around);
+}
+
+type ParseReply = { parsed: ParsedConfig } | { problems: ConfigProblem[] };
+
+/** Parses `text` off the main thread; throws ConfigError as parsing on it would. */
+function parseOffThread(text: string, name: string, around: Surroundings): Promise<ParsedConfig> {
+  const request: ParseRequest = {
+    text,
+    name,
+    around: { env: { ...around.env }, baseDir: around.baseDir },
+  };
+  return new Promise((resolve, reject) => {
+    const worker = new Worker(WORKER, { workerData: request });
+    let reply: ParseReply | undefined;
+    worker.once("message", (message: ParseReply) => (reply = message));
+    worker.once("error", reject);
+    worker.once("exit", (code) => {
+      if (reply === undefined) reject(new Error(`the config parser exited with ${code}`));
+      else if ("parsed" in reply) resolve(reply.parsed);
+      else reject(new ConfigError(name, reply.problems));
+    });
+  });
+}

@@ -26,10 +26,10 @@ import { createRequestIds } from "./http/request-ids.js";
 import { adminRoutes, createAdminServer } from "./admin/server.js";
 import { createAccessLog, createLogger, createWarnOnce, type AccessLog } from "./log.js";
 import { createMetrics, type Metrics } from "./metrics.js";
-import type { RequestContext, Stage } from "./pipeline/context.js";
-import { runPipeline } from "./pipeline/runner.js";
-import type { Lifecycle, Services } from "./pipeline/services.js";
-import { buildStages } from "./pipeline/stages.js";
+import type { RequestContext, Stage } from "./core/context.js";
+import { runPipeline } from "./core/runner.js";
+import type { Lifecycle, Services } from "./core/services.js";
+import { buildStages } from "./stages/index.js";
 import { createForwarder, forwarderKey, type Forwarder } from "./upstream/forwarder.js";
 
 const CONTEXT = Symbol("gatehouse.context");
@@ -195,7 +195,6 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
     const ctx: RequestContext = {
       req,
       res,
-      config: runtime.config,
       startedAt: performance.now(),
       requestId: "",
       path: "",

@@ -1,6 +1,6 @@
 /** Table-driven tests of the token helpers: secrets, request parsing, the verified-token cache. */
 import t from "tap";
-import type { TokenSettings } from "../src/config/tokens.js";
+import type { TokenSettings } from "../src/tokens/settings.js";
 import { createFailureLimiter, failureKeyForClient } from "../src/limits/failures.js";
 import { createMemoryStore } from "../src/limits/memory-store.js";
 import { issueToken } from "../src/tokens/issue.js";

@@ -5,7 +5,7 @@
  */
 import { accessSync, constants } from "node:fs";
 import { resolve } from "node:path";
-import type { BuildProblem } from "./snapshot.js";
+import type { BuildProblem } from "./problem.js";
 
 /** Where relative key files are found, and the variables secrets are read from. */
 export interface Surroundings {

@@ -7,8 +7,8 @@ import { createHash } from "node:crypto";
 import { durationMs } from "./duration.js";
 import { DEFAULT_REDIS_URL } from "./redis-schema.js";
 import type { FileConfig } from "./schema.js";
-import type { BuildProblem } from "./snapshot.js";
-import { readPem } from "./tokens.js";
+import type { BuildProblem } from "./problem.js";
+import { readPem } from "../tokens/settings.js";
 import type { RedisNode, RedisSettings, RedisTopology } from "../limits/plans.js";
 
 type RedisConfig = FileConfig["limits"]["redis"];

@@ -2,6 +2,8 @@
  * From a validated file to one frozen snapshot: secrets resolved, keys imported, routes compiled,
  * durations in milliseconds. This is the only step of loading with I/O besides reading the file.
  */
+import type { BuildProblem } from "./problem.js";
+import type { UpstreamSettings } from "../upstream/settings.js";
 import { createHash } from "node:crypto";
 import { BlockList, isIPv4 } from "node:net";
 import { dirname, resolve } from "node:path";
@@ -22,7 +24,7 @@ import { compileLimits, type LimitsSettings } from "../limits/plans.js";
 import { compileLanguages, type LanguageSettings } from "../language/table.js";
 import { createEphemeralKeys, type EphemeralKeys, type KeyRing } from "../tokens/keys.js";
 import { createPlainSecrets, type PlainSecrets } from "../tokens/secrets.js";
-import { compileTokens, type TokenSettings } from "./tokens.js";
+import { compileTokens, type TokenSettings } from "../tokens/settings.js";
 import { configWarnings } from "./warnings.js";
 import { compileRedis } from "./redis.js";
 
@@ -30,18 +32,6 @@ import { compileRedis } from "./redis.js";
 export interface HostPort {
   readonly host: string;
   readonly port: number;
-}
-
-/** Upstream settings, ready for the forwarder. */
-export interface UpstreamSettings {
-  readonly url: URL;
-  readonly timeoutMs: number;
-  readonly maxSockets: number;
-  /** How long a pooled connection may stay idle before gatehouse closes it. */
-  readonly idleTimeoutMs: number;
-  /** Lower-case name of the header carrying the client id. */
-  readonly identityHeader: string;
-  readonly forwardAuthorization: boolean;
 }
 
 /** One loaded configuration; requests take it once and use it throughout. */
@@ -72,12 +62,6 @@ export interface Snapshot {
   readonly adminToken: string | undefined;
   /** What the file gets wrong without being invalid, each at its line: printed, never refused. */
   readonly warnings: readonly ConfigProblem[];
-}
-
-/** Where a problem found while building lies in the file, and what it is. */
-export interface BuildProblem {
-  readonly path: readonly PropertyKey[];
-  readonly message: string;
 }
 
 /** What building a snapshot may read besides the file: the environment. */

@@ -6,7 +6,7 @@
  * rotating addresses inside its /64 stays in one bucket (BAD_INPUTS A23, D7). Counters come from
  * the limiter store, so they survive reloads and follow the store to Redis when one is configured.
  */
-import type { FailureRule } from "../config/tokens.js";
+import type { FailureRule } from "../tokens/settings.js";
 import { addressKey } from "./client-key.js";
 import type { CounterStore, Slot, Where } from "./counters.js";
 

@@ -1,5 +1,5 @@
 /** The one place a limit decision becomes response headers and, when it refuses, the 429. */
-import type { Reply } from "../pipeline/context.js";
+import type { Reply } from "../core/context.js";
 import type { Decision } from "./decide.js";
 
 /** How the limit headers are written. */

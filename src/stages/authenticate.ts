@@ -1,11 +1,11 @@
 import type { BlockList } from "node:net";
-import type { FailureRule, TokenSettings } from "../config/tokens.js";
+import type { FailureRule, TokenSettings } from "../tokens/settings.js";
 import { clientAddress } from "../http/client-ip.js";
 import { fieldLines } from "../http/field-lines.js";
 import type { FailureDecision, FailureLimiter } from "../limits/failures.js";
 import { tooManyRequests } from "../limits/headers.js";
-import { errorReply, type Reply, type RequestContext, type Stage } from "../pipeline/context.js";
-import type { Services } from "../pipeline/services.js";
+import { errorReply, type Reply, type RequestContext, type Stage } from "../core/context.js";
+import type { Services } from "../core/services.js";
 import { createTokenVerifier, TokenRejected } from "../tokens/verify.js";
 
 /** Longest bearer token read; a longer one is refused before any parsing (SPEC §4.2). */

@@ -1,5 +1,5 @@
 import { canonicalTarget, PATH_REJECTION_MESSAGES } from "../http/path.js";
-import { errorReply, type Stage } from "../pipeline/context.js";
+import { errorReply, type Stage } from "../core/context.js";
 
 /** Canonicalises the request-target once (SPEC §4.5); an ambiguous one is refused with 400. */
 export function createCanonicalPathStage(): Stage {

@@ -1,6 +1,6 @@
 import type { BlockList } from "node:net";
-import type { UpstreamSettings } from "../config/snapshot.js";
-import { HANDLED, type Stage } from "../pipeline/context.js";
+import type { UpstreamSettings } from "../upstream/settings.js";
+import { HANDLED, type Stage } from "../core/context.js";
 import type { Forwarder } from "../upstream/forwarder.js";
 import { createUpstreamHeaders } from "../upstream/request-headers.js";
 

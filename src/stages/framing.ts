@@ -1,5 +1,5 @@
 import type { IncomingMessage } from "node:http";
-import { errorReply, type Stage } from "../pipeline/context.js";
+import { errorReply, type Stage } from "../core/context.js";
 import { fieldLines } from "../http/field-lines.js";
 import { transferCodings } from "../http/transfer-coding.js";
 

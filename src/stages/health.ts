@@ -1,5 +1,5 @@
-import { errorReply, type Reply, type Stage } from "../pipeline/context.js";
-import type { Lifecycle } from "../pipeline/services.js";
+import { errorReply, type Reply, type Stage } from "../core/context.js";
+import type { Lifecycle } from "../core/services.js";
 
 const LIVE: Reply = {
   status: 200,

@@ -1,7 +1,7 @@
 import { negotiateLanguage } from "../language/accept-language.js";
 import type { LanguageSettings } from "../language/table.js";
 import { canonicaliseTranslation } from "../language/translation.js";
-import { errorReply, type Stage } from "../pipeline/context.js";
+import { errorReply, type Stage } from "../core/context.js";
 
 const VARY = "Accept-Language";
 

@@ -6,8 +6,8 @@ import { createEnforcer, type PreparedPlan } from "../limits/enforce.js";
 import { renderDecision, type HeaderStyle } from "../limits/headers.js";
 import type { LimitsSettings } from "../limits/plans.js";
 import type { CounterStore } from "../limits/counters.js";
-import { errorReply, type Outcome, type RequestContext, type Stage } from "../pipeline/context.js";
-import type { Services } from "../pipeline/services.js";
+import { errorReply, type Outcome, type RequestContext, type Stage } from "../core/context.js";
+import type { Services } from "../core/services.js";
 
 // SPEC §6: a Redis outage under `on_outage: closed`; never a 429, which would blame the client.
 const LIMITS_UNAVAILABLE = errorReply(

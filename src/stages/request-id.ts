@@ -1,4 +1,4 @@
-import type { Stage } from "../pipeline/context.js";
+import type { Stage } from "../core/context.js";
 
 // Accept a caller's id only when it is short and made of visible token characters, so it is
 // safe to echo in a header and a log line.

@@ -1,4 +1,4 @@
-import { errorReply, type Stage } from "../pipeline/context.js";
+import { errorReply, type Stage } from "../core/context.js";
 import type { RouteTable } from "../routes/table.js";
 
 const NOT_FOUND = errorReply(404, "not_found", "no route matches this path");

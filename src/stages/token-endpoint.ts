@@ -1,6 +1,6 @@
 import type { IncomingMessage } from "node:http";
 import type { BlockList } from "node:net";
-import type { TokenSettings } from "../config/tokens.js";
+import type { TokenSettings } from "../tokens/settings.js";
 import { clientAddress } from "../http/client-ip.js";
 import { GatehouseError } from "../http/errors.js";
 import type { FailureDecision, FailureLimiter } from "../limits/failures.js";
@@ -11,8 +11,8 @@ import {
   type Reply,
   type RequestContext,
   type Stage,
-} from "../pipeline/context.js";
-import type { Services } from "../pipeline/services.js";
+} from "../core/context.js";
+import type { Services } from "../core/services.js";
 import { issueToken } from "../tokens/issue.js";
 import {
   bodyType,

@@ -1,7 +1,7 @@
 /** Issues access tokens: RFC 9068 JWTs signed with the configured key. */
 import { randomUUID } from "node:crypto";
 import { SignJWT } from "jose";
-import type { TokenSettings } from "../config/tokens.js";
+import type { TokenSettings } from "./settings.js";
 
 /** A token just issued, and its lifetime in seconds (`expires_in`). */
 export interface IssuedToken {

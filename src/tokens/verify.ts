@@ -3,7 +3,7 @@
  * expire, so a client's requests pay one signature check per token rather than one per request.
  */
 import { errors, jwtVerify, type JWTHeaderParameters } from "jose";
-import type { TokenSettings } from "../config/tokens.js";
+import type { TokenSettings } from "./settings.js";
 import type { KeyMaterial } from "./keys.js";
 
 /** Why a token was refused; the reason feeds logs and metrics, never the client's answer. */

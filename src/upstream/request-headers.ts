@@ -1,8 +1,8 @@
 /** The headers the upstream receives: the only place the outgoing request's headers change. */
 import type { BlockList } from "node:net";
-import type { UpstreamSettings } from "../config/snapshot.js";
+import type { UpstreamSettings } from "./settings.js";
 import { isTrusted, peerAddress, vouchedHops } from "../http/client-ip.js";
-import type { RequestContext } from "../pipeline/context.js";
+import type { RequestContext } from "../core/context.js";
 import { endToEnd, REQUEST_HOP_BY_HOP } from "./hop-by-hop.js";
 
 // RFC 7239 §8 and Envoy's use_remote_address: a client's own forwarding claims are believed only

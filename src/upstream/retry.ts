@@ -6,7 +6,7 @@
  * RFC 9112 §9.3.1 forbids a proxy to retry a non-idempotent request automatically.
  */
 import type { ClientRequest } from "node:http";
-import type { RequestContext } from "../pipeline/context.js";
+import type { RequestContext } from "../core/context.js";
 
 // RFC 9110 §9.2.2: repeating these has the effect of sending them once.
 const IDEMPOTENT: ReadonlySet<string> = new Set([

@@ -5,10 +5,10 @@
  */
 import { readFile } from "node:fs/promises";
 import { resolve } from "node:path";
-import { durationMs } from "./duration.js";
-import { unreadableFile, unsetVariable } from "./environment.js";
-import type { FileConfig } from "./schema.js";
-import type { BuildProblem } from "./snapshot.js";
+import { durationMs } from "../config/duration.js";
+import { unreadableFile, unsetVariable } from "../config/environment.js";
+import type { FileConfig } from "../config/schema.js";
+import type { BuildProblem } from "../config/problem.js";
 import {
   keyPairFromPem,
   keyPairFromSecret,
@@ -19,14 +19,14 @@ import {
   type KeyPair,
   type KeyRing,
   type VerificationKey,
-} from "../tokens/keys.js";
+} from "./keys.js";
 import {
   DEFAULT_SCRYPT,
   dummyRecord,
   parseSecretHash,
   type PlainSecrets,
   type SecretRecord,
-} from "../tokens/secrets.js";
+} from "./secrets.js";
 
 /** The clients allowed to obtain tokens. */
 export interface ClientRegistry {

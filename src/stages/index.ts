@@ -4,20 +4,20 @@
  */
 import type { Snapshot } from "../config/snapshot.js";
 import { createFailureLimiter } from "../limits/failures.js";
-import { createAuthenticateStage } from "../stages/authenticate.js";
-import { createCanonicalPathStage } from "../stages/canonical-path.js";
-import { createForwardStage } from "../stages/forward.js";
-import { createFramingStage } from "../stages/framing.js";
-import { createHealthStage } from "../stages/health.js";
-import { createLanguageStage } from "../stages/language.js";
-import { createLimitsStage } from "../stages/limits.js";
-import { createRequestIdStage } from "../stages/request-id.js";
-import { createRouteStage } from "../stages/route.js";
-import { createTokenEndpointStage } from "../stages/token-endpoint.js";
+import { createAuthenticateStage } from "./authenticate.js";
+import { createCanonicalPathStage } from "./canonical-path.js";
+import { createForwardStage } from "./forward.js";
+import { createFramingStage } from "./framing.js";
+import { createHealthStage } from "./health.js";
+import { createLanguageStage } from "./language.js";
+import { createLimitsStage } from "./limits.js";
+import { createRequestIdStage } from "./request-id.js";
+import { createRouteStage } from "./route.js";
+import { createTokenEndpointStage } from "./token-endpoint.js";
 import type { CounterStore } from "../limits/counters.js";
 import type { Forwarder } from "../upstream/forwarder.js";
-import type { Stage } from "./context.js";
-import type { Services } from "./services.js";
+import type { Stage } from "../core/context.js";
+import type { Services } from "../core/services.js";
 
 /** What the stages are built with besides the snapshot. */
 export interface PipelineDeps {

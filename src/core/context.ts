@@ -1,6 +1,5 @@
 /** The per-request context that stages read facts from and add facts to. */
 import type { IncomingMessage, ServerResponse } from "node:http";
-import type { Snapshot } from "../config/snapshot.js";
 import type { Route } from "../routes/table.js";
 
 /** An answer gatehouse gives itself; `body` is sent as JSON unless it is a string or Buffer. */
@@ -23,8 +22,6 @@ export type Stage = (ctx: RequestContext) => Outcome | Promise<Outcome>;
 export interface RequestContext {
   readonly req: IncomingMessage;
   readonly res: ServerResponse;
-  /** The config snapshot taken when the request arrived; used throughout the request. */
-  readonly config: Snapshot;
   /** performance.now() at arrival. */
   readonly startedAt: number;
   requestId: string;

@@ -1,0 +1,11 @@
+/** Upstream settings, ready for the forwarder. */
+export interface UpstreamSettings {
+  readonly url: URL;
+  readonly timeoutMs: number;
+  readonly maxSockets: number;
+  /** How long a pooled connection may stay idle before gatehouse closes it. */
+  readonly idleTimeoutMs: number;
+  /** Lower-case name of the header carrying the client id. */
+  readonly identityHeader: string;
+  readonly forwardAuthorization: boolean;
+}

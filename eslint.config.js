@@ -3,6 +3,10 @@ import tseslint from "typescript-eslint";
 
 export default tseslint.config(
   { ignores: ["dist/", "coverage/", ".tap/", "node_modules/"] },
+  {
+    files: ["**/*.cjs"],
+    languageOptions: { sourceType: "commonjs", globals: { module: "writable" } },
+  },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

@@ -40,10 +40,10 @@ export async function prepareLimitScenarios(
     skipped: redis?.skipped ?? [],
     started: redis?.started ?? [],
     async measure() {
-      let sections = "";
-      if (redis !== undefined) sections += await redis.measure();
-      if (wanted.includes("keys")) sections += await measureKeys(context);
-      return sections;
+      const sections: string[] = [];
+      if (redis !== undefined) sections.push(await redis.measure());
+      if (wanted.includes("keys")) sections.push(await measureKeys(context));
+      return sections.join("\n");
     },
   };
 }

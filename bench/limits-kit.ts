@@ -8,7 +8,8 @@ import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { pin, type Pinning } from "./pin.js";
 import type { LoadOptions } from "./load.js";
-import { freePort, startGatehouse, type Served } from "./processes.js";
+import { refusingPort } from "../test/helpers/ports.js";
+import { startGatehouse, type Served } from "./processes.js";
 
 /** The run the limits' scenarios join: its upstream and bare forwarders, its key and settings. */
 export interface LimitsContext {
@@ -22,10 +23,13 @@ export interface LimitsContext {
   readonly load: LoadOptions;
 }
 
-/** A gatehouse process and the URL of its admin listener. */
+const START_ATTEMPTS = 3;
+
+/** A gatehouse process, the URL of its admin listener and its config file. */
 export interface Admin {
   readonly served: Served;
   readonly adminUrl: string;
+  readonly configPath: string;
 }
 
 /** The path every limits scenario sends to: an `auth: none` route counted by the anonymous plan. */
@@ -33,20 +37,31 @@ export const OPEN_ROUTE = "/v1/status";
 
 /**
  * Starts gatehouse, called `name`, with the config that `body` makes from its listen and admin
- * addresses (the signing key and upstream come from `context`), pinned with the proxies.
+ * addresses (the signing key and upstream come from `context`), pinned with the proxies. Its
+ * ports are taken below the ephemeral range, where no port-0 listener of another program lands
+ * between choosing a port and listening on it; should one be taken meanwhile all the same, the
+ * start is tried again on others.
  */
 export async function startConfigured(
   name: string,
   context: LimitsContext,
   body: (listen: string, adminListen: string) => string,
+  execArgv: string[] = [],
 ): Promise<Admin> {
-  const port = await freePort();
-  const adminPort = await freePort();
   const configPath = join(context.dir, `${name.replaceAll(" ", "-")}.yaml`);
-  await writeFile(configPath, body(`127.0.0.1:${port}`, `127.0.0.1:${adminPort}`));
-  const served = await startGatehouse(name, configPath, port, process.env, []);
-  if (context.pinning !== null) pin(served.pid, context.pinning.proxies);
-  return { served, adminUrl: `http://127.0.0.1:${adminPort}` };
+  for (let attempt = 1; ; attempt++) {
+    const port = await refusingPort();
+    let adminPort = await refusingPort();
+    while (adminPort === port) adminPort = await refusingPort();
+    await writeFile(configPath, body(`127.0.0.1:${port}`, `127.0.0.1:${adminPort}`));
+    try {
+      const served = await startGatehouse(name, configPath, port, process.env, execArgv);
+      if (context.pinning !== null) pin(served.pid, context.pinning.proxies);
+      return { served, adminUrl: `http://127.0.0.1:${adminPort}`, configPath };
+    } catch (error) {
+      if (attempt === START_ATTEMPTS || !String(error).includes("EADDRINUSE")) throw error;
+    }
+  }
 }
 
 /** The lines every config of these scenarios starts with. */

@@ -223,7 +223,10 @@ export async function measureKeys(context: LimitsContext): Promise<string> {
       ["peak RSS (VmHWM)", mb(through.rssPeak)],
       ["RSS a window after they all ended", mb(through.rssAfter)],
       ["the same, after a full garbage collection", mb(through.rssAfterCollection)],
-      ["share of the growth given back", `${(given * 100).toFixed(0)}%`],
+      [
+        "share of the growth given back (without a forced collection)",
+        `${(given * 100).toFixed(0)}%`,
+      ],
       [
         "heap in use after a full collection: before, at the peak, after",
         [through.heapBefore, through.heapPeak, through.heapAfter].map(mb).join(", "),

@@ -13,6 +13,7 @@ import { parseArgs } from "node:util";
 import { runBigConfig } from "./big-config.js";
 import { processCpuNs } from "./cpu.js";
 import { withFootprint } from "./footprint.js";
+import { isLimitScenario, prepareLimitScenarios } from "./limit-scenarios.js";
 import { choosePinning, pin, type Pinning } from "./pin.js";
 import { runLoad, type LoadOptions, type LoadResult } from "./load.js";
 import { freePort, startBare, startGatehouse, startUpstream, type Served } from "./processes.js";
@@ -268,18 +269,30 @@ async function main(all: string[]): Promise<number> {
     }
 
     const { ready, skipped } = await prepareScenarios(
-      settings.scenarios,
+      settings.scenarios.filter((name) => !isLimitScenario(name)),
       bares as [Served, Served],
       gatehouse,
       twin,
       secrets,
     );
+    const limits = await prepareLimitScenarios(settings.scenarios, {
+      upstream,
+      bares: bares as [Served, Served],
+      keyFile,
+      dir,
+      pinning: settings.pinning,
+      load,
+    });
+    started.push(...limits.started);
+    ready.push(...limits.ready);
+    skipped.push(...limits.skipped);
     for (const skip of skipped) process.stderr.write(`${skip.name}: skipped, ${skip.reason}\n`);
     await warmUp(ready, settings);
     const results: ScenarioRuns[] = [];
     for (const scenario of ready) results.push(await runScenario(scenario, settings));
 
-    process.stdout.write(`\n${consoleTable(results, skipped)}\n`);
+    const limitsNotes = await limits.measure();
+    process.stdout.write(`\n${consoleTable(results, skipped)}\n\n${limitsNotes}`);
     if (settings.results !== undefined) {
       const markdown = resultsMarkdown(results, skipped, {
         command: commandLine(argv),
@@ -300,7 +313,7 @@ async function main(all: string[]): Promise<number> {
       const options = (await prettier.resolveConfig(settings.results)) ?? {};
       await writeFile(
         settings.results,
-        await prettier.format(markdown, { ...options, filepath: settings.results }),
+        await prettier.format(markdown + limitsNotes, { ...options, filepath: settings.results }),
       );
       process.stdout.write(`\nwritten to ${settings.results}\n`);
     }

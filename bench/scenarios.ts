@@ -41,7 +41,7 @@ export interface Skipped {
 }
 
 /** Every scenario, in the order they run. */
-export const SCENARIO_NAMES = ["forward", "bearer", "language", "full"] as const;
+export const SCENARIO_NAMES = ["forward", "bearer", "language", "full", "keys", "redis"] as const;
 
 const OPEN_PATH = "/v1/status";
 const PROTECTED_PATH = "/v1/items";

@@ -1,0 +1,276 @@
+/**
+ * `redis`: gatehouse counting in Redis. Side by side with the bare forwarder, as the other
+ * scenarios: two gatehouse processes whose anonymous plan (a rate limit and a quota, never
+ * reached) counts every request in a redis-server the bench starts itself. Then, from Redis's own
+ * `INFO commandstats` and `INFO cpu` and gatehouse's /metrics: the Redis commands and round trips
+ * per request; four gatehouse processes on the one Redis admitting exactly the limit of a client
+ * sending ten times it; the Redis scripts that client costs once refused; Redis's CPU per request.
+ */
+import { Redis } from "ioredis";
+import { startTestRedis } from "../test/helpers/redis.js";
+import { answered, clientAddress, drive, type Driven } from "./drive.js";
+import {
+  configHead,
+  metric,
+  OPEN_ROUTE,
+  startConfigured,
+  table,
+  type Admin,
+  type LimitsContext,
+} from "./limits-kit.js";
+import { pin } from "./pin.js";
+import { difference, infoFields, perRequest, redisStats } from "./redis-info.js";
+import type { Served } from "./processes.js";
+import type { Scenario, Skipped } from "./scenarios.js";
+
+const NEVER_REACHED = 1_000_000_000_000;
+const FLEET = 4;
+const FLEET_LIMIT = 1000;
+const FLEET_CONNECTIONS = 64;
+// Addresses each sent fewer requests than the limit, so all of them are counted in Redis.
+const COUNTED_ADDRESSES = 1000;
+const COUNTED_REQUESTS = 20_000;
+const SINGLE_REQUESTS = 10_000;
+const HAMMERED = "203.0.113.7";
+const ROUND_TRIPS = "gatehouse_limiter_round_trips_total";
+const LOCAL_BLOCKS = "gatehouse_limiter_local_blocks_total";
+const FALLBACKS = "gatehouse_limiter_fallbacks_total";
+
+/** What `redis` adds to the run. */
+export interface RedisRun {
+  readonly ready: Scenario[];
+  readonly skipped: Skipped[];
+  /** The processes it started, for the run to stop. */
+  readonly started: Served[];
+  /** Measures what the paired rounds do not and returns the Markdown section. */
+  measure(): Promise<string>;
+}
+
+// A generous timeout and `closed`: a slow Redis turns into 503s, which void the run, rather than
+// into requests quietly counted in memory.
+function redisConfig(
+  listen: string,
+  adminListen: string,
+  context: LimitsContext,
+  redisUrl: string,
+  fleet: boolean,
+): string {
+  const plan = fleet
+    ? `    rate_limit: { limit: ${FLEET_LIMIT}, window: 10m }\n`
+    : `    rate_limit: { limit: ${NEVER_REACHED}, window: 1m }\n    quota: { limit: ${NEVER_REACHED}, period: day }\n`;
+  return `${configHead(listen, adminListen, context, fleet)}plans:
+  anonymous:
+${plan}limits:
+  store: redis
+  redis:
+    url: ${redisUrl}
+    key_prefix: "bench-${fleet ? "fleet" : "pair"}:"
+    timeout: 1s
+    on_outage: closed
+`;
+}
+
+async function sum(admins: readonly Admin[], name: string): Promise<number> {
+  const values = await Promise.all(admins.map((admin) => metric(admin, name)));
+  return values.reduce((total, value) => total + value, 0);
+}
+
+/** Redis's work and the round trips and local refusals of `admins` while `work` runs. */
+async function observe<T>(redis: Redis, admins: readonly Admin[], work: () => Promise<T>) {
+  const stats = await redisStats(redis);
+  const trips = await sum(admins, ROUND_TRIPS);
+  const blocks = await sum(admins, LOCAL_BLOCKS);
+  const fallbacks = await sum(admins, FALLBACKS);
+  const result = await work();
+  return {
+    result,
+    redis: difference(stats, await redisStats(redis)),
+    roundTrips: (await sum(admins, ROUND_TRIPS)) - trips,
+    localBlocks: (await sum(admins, LOCAL_BLOCKS)) - blocks,
+    fallbacks: (await sum(admins, FALLBACKS)) - fallbacks,
+  };
+}
+
+const xff = (address: string) => ({ "x-forwarded-for": address });
+const ratio = (count: number, requests: number) => (count / requests).toFixed(3);
+
+/** (b) One process: Redis commands, round trips and Redis CPU for an exact number of requests. */
+async function commandsPerRequest(
+  redis: Redis,
+  pair: Admin,
+  context: LimitsContext,
+): Promise<string[][]> {
+  const seen = await observe(redis, [pair], () =>
+    drive([pair.served.url + OPEN_ROUTE], SINGLE_REQUESTS, context.load.connections, () => ({})),
+  );
+  const faults = SINGLE_REQUESTS - answered(seen.result, 200);
+  return [
+    ["requests to one process", String(SINGLE_REQUESTS)],
+    ["Lua scripts per request (evalsha + eval)", ratio(seen.redis.scripts, SINGLE_REQUESTS)],
+    [`round trips per request (${ROUND_TRIPS})`, ratio(seen.roundTrips, SINGLE_REQUESTS)],
+    ["Redis commands per request, by name", perRequest(seen.redis.calls, SINGLE_REQUESTS)],
+    ["Redis CPU µs per request", (seen.redis.cpuUs / SINGLE_REQUESTS).toFixed(1)],
+    ["non-200 answers, fallbacks", `${faults}, ${seen.fallbacks}`],
+  ];
+}
+
+function others(driven: Driven): number {
+  return (
+    driven.errors +
+    [...driven.statuses].reduce(
+      (total, [status, count]) => total + (status === 200 || status === 429 ? 0 : count),
+      0,
+    )
+  );
+}
+
+/** (c) and (d): four processes on the one Redis. */
+async function fleetFigures(
+  redis: Redis,
+  redisUrl: string,
+  context: LimitsContext,
+): Promise<string[][]> {
+  const fleet: Admin[] = [];
+  try {
+    for (let i = 1; i <= FLEET; i++) {
+      fleet.push(
+        await startConfigured(`gatehouse fleet ${i}`, context, (listen, adminListen) =>
+          redisConfig(listen, adminListen, context, redisUrl, true),
+        ),
+      );
+    }
+    const urls = fleet.map((admin) => admin.served.url + OPEN_ROUTE);
+    const sent = 10 * FLEET_LIMIT;
+    const hammer = () => drive(urls, sent, FLEET_CONNECTIONS, () => xff(HAMMERED));
+    const first = await observe(redis, fleet, hammer);
+    const again = await observe(redis, fleet, hammer);
+    const counted = await observe(redis, fleet, () =>
+      drive(urls, COUNTED_REQUESTS, FLEET_CONNECTIONS, (i) =>
+        xff(clientAddress(11, i % COUNTED_ADDRESSES)),
+      ),
+    );
+    const admitted = answered(first.result, 200);
+    const refused = answered(first.result, 429);
+    const refusedAgain = answered(again.result, 429);
+    const countedOk = answered(counted.result, 200);
+    return [
+      [
+        `one client at ten times its limit of ${FLEET_LIMIT}: ${sent} requests over ${FLEET} processes, admitted / refused / other`,
+        `${admitted} / ${refused} / ${others(first.result)}`,
+      ],
+      ["combined admitted count exactly the limit", admitted === FLEET_LIMIT ? "yes" : "NO"],
+      [
+        "Lua scripts for those requests: for the admitted, for the refused (per refused request)",
+        `${admitted}, ${first.redis.scripts - admitted} (${ratio(first.redis.scripts - admitted, refused)})`,
+      ],
+      [
+        `the same client, ${sent} more requests once refused: refused, Lua scripts, local blocks`,
+        `${refusedAgain}, ${again.redis.scripts}, ${again.localBlocks}`,
+      ],
+      [
+        `${COUNTED_REQUESTS} counted requests (${COUNTED_ADDRESSES} clients) over ${FLEET} processes: admitted`,
+        String(countedOk),
+      ],
+      ["  Lua scripts per request", ratio(counted.redis.scripts, COUNTED_REQUESTS)],
+      ["  round trips per request", ratio(counted.roundTrips, COUNTED_REQUESTS)],
+      ["  Redis CPU µs per request", (counted.redis.cpuUs / COUNTED_REQUESTS).toFixed(1)],
+      ["fallbacks in all three", String(first.fallbacks + again.fallbacks + counted.fallbacks)],
+    ];
+  } finally {
+    for (const admin of fleet) await admin.served.stop();
+  }
+}
+
+// Each process of the pair must count the open route in Redis and show the new metric.
+async function firstProblem(pair: readonly Admin[]): Promise<string | undefined> {
+  for (const admin of pair) {
+    const response = await fetch(admin.served.url + OPEN_ROUTE);
+    const body = await response.text();
+    if (response.status !== 200 || response.headers.get("x-ratelimit-limit") === null) {
+      return `${admin.served.name}: GET ${OPEN_ROUTE} answered ${response.status} without X-RateLimit-Limit ${body.slice(0, 120)}`;
+    }
+    if (Number.isNaN(await metric(admin, ROUND_TRIPS))) {
+      return `${admin.served.name}: no ${ROUND_TRIPS} on /metrics`;
+    }
+  }
+  return undefined;
+}
+
+/**
+ * Starts a redis-server (on a port below the ephemeral range, nothing saved to disk) and two
+ * gatehouse processes counting in it, and builds the side-by-side scenario; skipped, with the
+ * reason, when Redis cannot be started or this build does not count in it.
+ */
+export async function prepareRedis(context: LimitsContext): Promise<RedisRun> {
+  const started: Served[] = [];
+  const skip = (reason: string): RedisRun => ({
+    ready: [],
+    skipped: [{ name: "redis", reason }],
+    started,
+    measure: () => Promise.resolve(""),
+  });
+  const server = await startTestRedis().catch((error: unknown) => error as Error);
+  if (server instanceof Error) return skip(`no redis-server could be started: ${server.message}`);
+  const client = new Redis(server.url);
+  const pid = Number(infoFields(await client.info("server")).get("process_id"));
+  started.push({
+    name: "redis-server",
+    pid,
+    url: server.url,
+    assertAlive() {},
+    async stop() {
+      client.disconnect();
+      await server.close();
+    },
+  });
+  if (context.pinning !== null) pin(pid, context.pinning.others);
+  const pair: Admin[] = [];
+  for (const name of ["gatehouse redis", "gatehouse redis twin"]) {
+    // A build that cannot count in Redis may refuse the config: the scenario is skipped.
+    const admin = await startConfigured(name, context, (listen, adminListen) =>
+      redisConfig(listen, adminListen, context, server.url, false),
+    ).catch((error: unknown) => error as Error);
+    if (admin instanceof Error) return skip(`${name} did not start: ${admin.message}`);
+    started.push(admin.served);
+    pair.push(admin);
+  }
+  const problem = await firstProblem(pair);
+  if (problem !== undefined) return skip(problem);
+  const scenario: Scenario = {
+    name: "redis",
+    goal: 1.15,
+    goalText: "≤ 1.15× bare",
+    baseline: { label: "bare http-proxy-3", served: context.bares, path: OPEN_ROUTE, headers: {} },
+    candidate: {
+      label: "gatehouse, Redis store",
+      served: pair.map((admin) => admin.served),
+      path: OPEN_ROUTE,
+      headers: {},
+    },
+  };
+  return {
+    ready: [scenario],
+    skipped: [],
+    started,
+    async measure() {
+      process.stderr.write("redis: commands per request\n");
+      const single = await commandsPerRequest(client, pair[0] as Admin, context);
+      process.stderr.write(`redis: ${FLEET} processes on one Redis\n`);
+      const fleet = await fleetFigures(client, server.url, context);
+      return [
+        "## redis",
+        "",
+        "The paired rounds are in the table above (`redis`: every request counted by the",
+        "anonymous plan's rate limit and quota in one Lua script). Redis's own figures, from",
+        "`INFO commandstats` and `INFO cpu` (commands run inside the script are counted by name too):",
+        "",
+        table(["one gatehouse process", "value"], single),
+        "",
+        table([`${FLEET} gatehouse processes on one Redis`, "value"], fleet),
+        "",
+        "Redis Cluster: not measured; the test helpers start no cluster yet.",
+        "",
+      ].join("\n");
+    },
+  };
+}

@@ -45,7 +45,7 @@ t.test("keygen refuses other algorithms; --alg belongs to keygen", async (t) => 
   t.equal(gatehouse(["check", "--alg", "ES256"]).status, 2);
 });
 
-t.test("hash-secret hashes stdin, stripping one trailing newline (SPEC §6)", async (t) => {
+t.test("hash-secret hashes stdin, stripping one trailing newline", async (t) => {
   for (const [input, secret] of [
     ["s3cret\n", "s3cret"],
     ["s3cret\r\n", "s3cret"],

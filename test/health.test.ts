@@ -1,4 +1,4 @@
-/** Liveness and readiness (SPEC §4.6): answered by gatehouse itself, never forwarded. */
+/** Liveness and readiness (README, Operations): answered by gatehouse itself, never forwarded. */
 import t from "tap";
 import { json, send } from "./helpers/client.js";
 import { startTestGatehouse } from "./helpers/gatehouse.js";
@@ -87,5 +87,9 @@ t.test("while draining: /readyz 503 with Connection: close, /healthz still 200",
 
   const forwarded = await send(`${gh.url}/v1/items`);
   t.equal(forwarded.status, 200, "requests during the delay are still served");
-  t.equal(forwarded.headers.connection, "close", "and asked to close (SPEC §6)");
+  t.equal(
+    forwarded.headers.connection,
+    "close",
+    "and asked to close, so clients reconnect to a replica that stays",
+  );
 });

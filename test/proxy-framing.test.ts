@@ -1,5 +1,5 @@
 /**
- * Faulty HTTP/1.1 framing through a real socket (BAD_INPUTS.md section E): what Node's parser
+ * Faulty HTTP/1.1 framing through a real socket (RFC 9112 §5, §6): what Node's parser
  * refuses is answered with gatehouse's JSON error body and a closed connection, slow clients meet
  * their deadlines, and nothing reaches the upstream.
  */
@@ -44,76 +44,56 @@ function errorBody(res: RawResponse): Record<string, unknown> | undefined {
   }
 }
 
-// [BAD_INPUTS row, what is wrong, the request]; each is 400 invalid_request from the parser.
-const refused: Array<[string, string, string]> = [
+// [what is wrong, the request]; each is 400 invalid_request from the parser, because a proxy
+// and its upstream that frame such a message differently can be made to smuggle a request
+// (RFC 9112 §6.3, §5.1, §5.2).
+const refused: Array<[string, string]> = [
   [
-    "E1",
     "Content-Length with Transfer-Encoding",
     post("Content-Length: 6\r\nTransfer-Encoding: chunked\r\n", "0\r\n\r\n"),
   ],
   [
-    "E2",
     "two different Content-Length values",
     post("Content-Length: 3\r\nContent-Length: 4\r\n", "abcd"),
   ],
+  ["two identical Content-Length lines", post("Content-Length: 3\r\nContent-Length: 3\r\n", "abc")],
+  ["Content-Length: 3, 3", post("Content-Length: 3, 3\r\n", "abc")],
+  ["Content-Length: +3", post("Content-Length: +3\r\n", "abc")],
+  ["Content-Length: 3 3", post("Content-Length: 3 3\r\n", "abc")],
+  ["Content-Length: 0x3", post("Content-Length: 0x3\r\n", "abc")],
+  ["Content-Length: -1", post("Content-Length: -1\r\n", "abc")],
+  ["an empty Content-Length", post("Content-Length: \r\n", "abc")],
+  ["a space before the Content-Length name", post(" Content-Length: 3\r\n", "abc")],
+  ["Transfer-Encoding: xchunked", post("Transfer-Encoding: xchunked\r\n", "0\r\n\r\n")],
   [
-    "E3",
-    "two identical Content-Length lines",
-    post("Content-Length: 3\r\nContent-Length: 3\r\n", "abc"),
-  ],
-  ["E3", "Content-Length: 3, 3", post("Content-Length: 3, 3\r\n", "abc")],
-  ["E4", "Content-Length: +3", post("Content-Length: +3\r\n", "abc")],
-  ["E4", "Content-Length: 3 3", post("Content-Length: 3 3\r\n", "abc")],
-  ["E4", "Content-Length: 0x3", post("Content-Length: 0x3\r\n", "abc")],
-  ["E4", "Content-Length: -1", post("Content-Length: -1\r\n", "abc")],
-  ["E4", "an empty Content-Length", post("Content-Length: \r\n", "abc")],
-  ["E4", "a space before the Content-Length name", post(" Content-Length: 3\r\n", "abc")],
-  ["E5", "Transfer-Encoding: xchunked", post("Transfer-Encoding: xchunked\r\n", "0\r\n\r\n")],
-  [
-    "E5",
     "Transfer-Encoding: chunked, identity",
     post("Transfer-Encoding: chunked, identity\r\n", "0\r\n\r\n"),
   ],
   [
-    "E5",
     "Transfer-Encoding: chunked, chunked",
     post("Transfer-Encoding: chunked, chunked\r\n", "0\r\n\r\n"),
   ],
   [
-    "E5",
     "two Transfer-Encoding lines",
     post("Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n", "0\r\n\r\n"),
   ],
+  ["Transfer-Encoding folded (obs-fold)", post("Transfer-Encoding:\r\n chunked\r\n", "0\r\n\r\n")],
+  ["Transfer-Encoding: gzip (chunked not final)", post("Transfer-Encoding: gzip\r\n", "0\r\n\r\n")],
+  ["obs-fold in a header", post("X-Folded: a\r\n b\r\nContent-Length: 0\r\n")],
+  ["a space before the colon", post("Content-Length : 0\r\n")],
+  ["a bare CR in a value", post("X-Bad: a\rb\r\nContent-Length: 0\r\n")],
+  ["a NUL in a value", post("X-Bad: a\0b\r\nContent-Length: 0\r\n")],
+  ["0x7F in a value", post("X-Bad: a\x7fb\r\nContent-Length: 0\r\n")],
+  ["the header section ending in \\r\\n\\rX", post("Content-Length: 0\r\n\rX\r\n")],
   [
-    "E5",
-    "Transfer-Encoding folded (obs-fold)",
-    post("Transfer-Encoding:\r\n chunked\r\n", "0\r\n\r\n"),
-  ],
-  [
-    "E5",
-    "Transfer-Encoding: gzip (chunked not final)",
-    post("Transfer-Encoding: gzip\r\n", "0\r\n\r\n"),
-  ],
-  ["E7", "obs-fold in a header", post("X-Folded: a\r\n b\r\nContent-Length: 0\r\n")],
-  ["E8", "a space before the colon", post("Content-Length : 0\r\n")],
-  ["E9", "a bare CR in a value", post("X-Bad: a\rb\r\nContent-Length: 0\r\n")],
-  ["E9", "a NUL in a value", post("X-Bad: a\0b\r\nContent-Length: 0\r\n")],
-  ["E9", "0x7F in a value", post("X-Bad: a\x7fb\r\nContent-Length: 0\r\n")],
-  ["E9", "the header section ending in \\r\\n\\rX", post("Content-Length: 0\r\n\rX\r\n")],
-  [
-    "E36",
     "a chunked request whose trailer carries Content-Length",
     post("Transfer-Encoding: chunked\r\n", "1\r\na\r\n0\r\nContent-Length: 5\r\n\r\n"),
   ],
-  [
-    "E38",
-    "the lower-case method get",
-    `get /v1/echo HTTP/1.1\r\nHost: gatehouse.test\r\n${CANARY}\r\n`,
-  ],
+  ["the lower-case method get", `get /v1/echo HTTP/1.1\r\nHost: gatehouse.test\r\n${CANARY}\r\n`],
 ];
 
-for (const [id, what, request] of refused) {
-  t.test(`${id}: ${what} is 400 invalid_request with a JSON body, and closes`, async (t) => {
+for (const [what, request] of refused) {
+  t.test(`${what} is 400 invalid_request with a JSON body, and closes`, async (t) => {
     const before = upstream.received.length;
     const res = await rawRequest(gh.port, request);
     t.equal(res.status, 400);
@@ -128,7 +108,7 @@ for (const [id, what, request] of refused) {
   });
 }
 
-t.test("E10: HTTP/1.1 without Host is 400 with a JSON body; HTTP/1.0 needs none", async (t) => {
+t.test("HTTP/1.1 without Host is 400 with a JSON body; HTTP/1.0 needs none", async (t) => {
   const before = upstream.received.length;
   const res = await rawRequest(gh.port, `GET /v1/echo HTTP/1.1\r\n${CANARY}\r\n`);
   t.equal(res.status, 400);
@@ -140,7 +120,7 @@ t.test("E10: HTTP/1.1 without Host is 400 with a JSON body; HTTP/1.0 needs none"
   t.equal(upstream.received.length, before + 1);
 });
 
-t.test("E28: a header section over 16 KiB is 431 with a JSON body, and closes", async (t) => {
+t.test("a header section over 16 KiB is 431 with a JSON body, and closes", async (t) => {
   const before = upstream.received.length;
   const res = await rawRequest(
     gh.port,
@@ -192,26 +172,23 @@ function trickle(head: string, drip: string, maxDrips = 100): Promise<Trickled> 
   });
 }
 
-t.test(
-  "E32: headers trickled past the header deadline get 408 and the connection closes",
-  async (t) => {
-    const before = upstream.received.length;
-    const { res, closedByServer } = await trickle(
-      "GET /v1/echo HTTP/1.1\r\nHost: gatehouse.test\r\n",
-      "X-Slow: 1\r\n",
-    );
-    t.ok(closedByServer, "gatehouse closed the connection");
-    t.equal(res.status, 408);
-    t.match(res.headers["content-type"], /^application\/json/);
-    t.equal(res.headers.connection, "close");
-    const body = errorBody(res);
-    t.equal(body?.error, "request_timeout");
-    t.type(body?.message, "string");
-    t.equal(upstream.received.length, before);
-  },
-);
+t.test("headers trickled past the header deadline get 408 and the connection closes", async (t) => {
+  const before = upstream.received.length;
+  const { res, closedByServer } = await trickle(
+    "GET /v1/echo HTTP/1.1\r\nHost: gatehouse.test\r\n",
+    "X-Slow: 1\r\n",
+  );
+  t.ok(closedByServer, "gatehouse closed the connection");
+  t.equal(res.status, 408);
+  t.match(res.headers["content-type"], /^application\/json/);
+  t.equal(res.headers.connection, "close");
+  const body = errorBody(res);
+  t.equal(body?.error, "request_timeout");
+  t.type(body?.message, "string");
+  t.equal(upstream.received.length, before);
+});
 
-t.test("E33: a token request body trickled past its deadline gets 408 and closes", async (t) => {
+t.test("a token request body trickled past its deadline gets 408 and closes", async (t) => {
   const { res, closedByServer } = await trickle(
     "POST /oauth/token HTTP/1.1\r\nHost: gatehouse.test\r\n" +
       "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 200\r\n\r\ngrant_type=",

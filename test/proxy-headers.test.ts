@@ -30,7 +30,7 @@ t.teardown(async () => {
   await upstream.close();
 });
 
-t.test("E24/E25: hop-by-hop request fields never reach the upstream", async (t) => {
+t.test("hop-by-hop request fields never reach the upstream", async (t) => {
   const res = await rawRequest(
     gh.port,
     "POST /v1/x HTTP/1.1\r\nHost: gatehouse.test\r\n" +
@@ -63,7 +63,7 @@ t.test("E24/E25: hop-by-hop request fields never reach the upstream", async (t) 
   t.equal(seen?.body.toString(), "body");
 });
 
-t.test("E24: Connection cannot remove the fields gatehouse sets", async (t) => {
+t.test("Connection cannot remove the fields gatehouse sets", async (t) => {
   const res = await rawRequest(
     gh.port,
     "GET /v1/x HTTP/1.1\r\nHost: gatehouse.test\r\n" +
@@ -112,7 +112,7 @@ t.test("the Authorization header is not forwarded by default", async (t) => {
   t.equal(upstream.received.at(-1)?.headers.authorization, undefined);
 });
 
-t.test("E41: hop-by-hop response fields never reach the client", async (t) => {
+t.test("hop-by-hop response fields never reach the client", async (t) => {
   upstream.handler = (_req, res) => {
     res.setHeader("connection", "keep-alive, X-Internal, x-debug");
     res.setHeader("x-internal", "secret");
@@ -142,20 +142,17 @@ t.test("E41: hop-by-hop response fields never reach the client", async (t) => {
   t.notMatch(res.headers.connection ?? "", /internal|debug/i);
 });
 
-t.test(
-  "E41: an upstream Connection naming a header gatehouse adds does not remove it",
-  async (t) => {
-    upstream.handler = (_req, res) => {
-      res.setHeader("connection", "x-request-id");
-      res.end("ok");
-    };
-    t.teardown(() => void (upstream.handler = defaultHandler));
-    const res = await send(`${gh.url}/v1/x`, { headers: { "x-request-id": "rid-41" } });
-    t.equal(res.headers["x-request-id"], "rid-41");
-  },
-);
+t.test("an upstream Connection naming a header gatehouse adds does not remove it", async (t) => {
+  upstream.handler = (_req, res) => {
+    res.setHeader("connection", "x-request-id");
+    res.end("ok");
+  };
+  t.teardown(() => void (upstream.handler = defaultHandler));
+  const res = await send(`${gh.url}/v1/x`, { headers: { "x-request-id": "rid-41" } });
+  t.equal(res.headers["x-request-id"], "rid-41");
+});
 
-t.test("E26/D5: forwarding claims are overwritten without trusted_proxies", async (t) => {
+t.test("forwarding claims are overwritten without trusted_proxies", async (t) => {
   const res = await send(`${gh.url}/v1/x`, {
     headers: {
       host: "public.example",
@@ -175,7 +172,7 @@ t.test("E26/D5: forwarding claims are overwritten without trusted_proxies", asyn
   t.equal(seen["x-real-ip"], undefined);
 });
 
-t.test("E26: a peer outside trusted_proxies is not believed either", async (t) => {
+t.test("a peer outside trusted_proxies is not believed either", async (t) => {
   await send(`${trustingOthers.url}/v1/x`, {
     headers: { "x-forwarded-for": "6.6.6.6", "x-forwarded-proto": "https" },
   });
@@ -192,7 +189,7 @@ t.test("without any claim, gatehouse sets X-Forwarded-*", async (t) => {
   t.equal(seen["x-forwarded-host"], "public.example:8443");
 });
 
-t.test("D6: from a trusted proxy, the chain starts at the rightmost untrusted hop", async (t) => {
+t.test("from a trusted proxy, the chain starts at the rightmost untrusted hop", async (t) => {
   await send(`${trusting.url}/v1/x`, {
     headers: {
       "x-forwarded-for": "6.6.6.6, 203.0.113.7, 10.0.0.5",
@@ -210,19 +207,19 @@ t.test("D6: from a trusted proxy, the chain starts at the rightmost untrusted ho
   t.equal(seen["x-forwarded-host"], "public.example", "a trusted proxy's Host is kept");
 });
 
-t.test("D6: every hop trusted keeps the whole chain", async (t) => {
+t.test("every hop trusted keeps the whole chain", async (t) => {
   await send(`${trusting.url}/v1/x`, { headers: { "x-forwarded-for": "10.1.1.1,10.0.0.5" } });
   t.equal(upstream.received.at(-1)?.headers["x-forwarded-for"], "10.1.1.1, 10.0.0.5, 127.0.0.1");
 });
 
-t.test("D8: IPv4-mapped hops are folded to IPv4", async (t) => {
+t.test("IPv4-mapped hops are folded to IPv4", async (t) => {
   await send(`${trusting.url}/v1/x`, {
     headers: { "x-forwarded-for": "::ffff:203.0.113.9, ::ffff:10.0.0.5" },
   });
   t.equal(upstream.received.at(-1)?.headers["x-forwarded-for"], "203.0.113.9, 10.0.0.5, 127.0.0.1");
 });
 
-t.test("D6: a hop that is not an address ends what can be believed", async (t) => {
+t.test("a hop that is not an address ends what can be believed", async (t) => {
   await send(`${trusting.url}/v1/x`, { headers: { "x-forwarded-for": "203.0.113.7, garbage" } });
   t.equal(upstream.received.at(-1)?.headers["x-forwarded-for"], "127.0.0.1");
 });

@@ -1,5 +1,5 @@
 /**
- * Ambiguous request-targets and faulty framing through a real socket (BAD_INPUTS.md section E):
+ * Ambiguous request-targets and faulty framing through a real socket (README, Forwarding):
  * each is refused before routing, and nothing reaches the upstream.
  */
 import t from "tap";
@@ -33,40 +33,42 @@ function get(target: string, extraHeaders = "", version = "1.1"): string {
   return `GET ${target} HTTP/${version}\r\nHost: gatehouse.test\r\n${extraHeaders}Connection: close\r\n\r\n`;
 }
 
-// Every form below is ambiguous (SPEC §4.5, §6): 400 invalid_path, never forwarded.
+// [what is wrong, the target]. Every form below could name another resource to the upstream or
+// to a filter in front of it than it names to gatehouse (README, Forwarding): 400 invalid_path,
+// never forwarded.
 const invalidPaths: Array<[string, string]> = [
-  ["E13", "//admin"],
-  ["E13", "//evil.example/admin"],
-  ["E13", "/api//v1"],
-  ["E14", "/api/./v1"],
-  ["E14", "/api/../admin"],
-  ["E14", "/api/.."],
-  ["E15", "/api/%2e%2e/admin"],
-  ["E15", "/api/%2E%2e/admin"],
-  ["E15", "/api/.%2e/admin"],
-  ["E15", "/api/%2e/v1"],
-  ["E16", "/api/..%2fadmin"],
-  ["E16", "/api/v1/%2fx"],
-  ["E16", "/api/v1/%2Fx"],
-  ["E16", "/api/v1/%5cx"],
-  ["E16", "/api/v1/%5Cx"],
-  ["E17", "/api\\..\\admin"],
-  ["E17", "/api/v1\\x"],
-  ["E18", "/api/..;/admin"],
-  ["E18", "/api/.;x/v1"],
-  ["E21", "/admin#x"],
-  ["E21", "/api/v1#frag"],
-  ["E22", "*"],
-  ["§6", "/api/%00"],
-  ["§6", "/api/%0A"],
-  ["§6", "/api/%0d"],
-  ["§6", "/api/%1F"],
-  ["§6", "/api/%7f"],
-  ["§6", "/api/%zz"],
+  ["an empty segment", "//admin"],
+  ["an empty segment", "//evil.example/admin"],
+  ["an empty segment", "/api//v1"],
+  ["a dot segment", "/api/./v1"],
+  ["a dot segment", "/api/../admin"],
+  ["a dot segment", "/api/.."],
+  ["an encoded dot segment", "/api/%2e%2e/admin"],
+  ["an encoded dot segment", "/api/%2E%2e/admin"],
+  ["an encoded dot segment", "/api/.%2e/admin"],
+  ["an encoded dot segment", "/api/%2e/v1"],
+  ["an encoded slash or backslash", "/api/..%2fadmin"],
+  ["an encoded slash or backslash", "/api/v1/%2fx"],
+  ["an encoded slash or backslash", "/api/v1/%2Fx"],
+  ["an encoded slash or backslash", "/api/v1/%5cx"],
+  ["an encoded slash or backslash", "/api/v1/%5Cx"],
+  ["a backslash", "/api\\..\\admin"],
+  ["a backslash", "/api/v1\\x"],
+  ["a dot segment with a matrix parameter", "/api/..;/admin"],
+  ["a dot segment with a matrix parameter", "/api/.;x/v1"],
+  ["a fragment", "/admin#x"],
+  ["a fragment", "/api/v1#frag"],
+  ["asterisk-form outside OPTIONS", "*"],
+  ["an encoded control character", "/api/%00"],
+  ["an encoded control character", "/api/%0A"],
+  ["an encoded control character", "/api/%0d"],
+  ["an encoded control character", "/api/%1F"],
+  ["an encoded control character", "/api/%7f"],
+  ["a bad percent-encoding", "/api/%zz"],
 ];
 
-for (const [id, target] of invalidPaths) {
-  t.test(`${id}: ${JSON.stringify(target)} is 400 invalid_path`, async (t) => {
+for (const [what, target] of invalidPaths) {
+  t.test(`${what}, ${JSON.stringify(target)}, is 400 invalid_path`, async (t) => {
     const before = upstream.received.length;
     const res = await rawRequest(gh.port, get(target));
     t.equal(res.status, 400);
@@ -79,7 +81,7 @@ for (const [id, target] of invalidPaths) {
   });
 }
 
-t.test("E22: OPTIONS * is 400 invalid_path, not forwarded", async (t) => {
+t.test("OPTIONS * is 400 invalid_path, not forwarded", async (t) => {
   const before = upstream.received.length;
   const res = await rawRequest(
     gh.port,
@@ -90,7 +92,7 @@ t.test("E22: OPTIONS * is 400 invalid_path, not forwarded", async (t) => {
   t.equal(upstream.received.length, before);
 });
 
-t.test("E22: CONNECT is never forwarded", async (t) => {
+t.test("CONNECT is never forwarded", async (t) => {
   const before = upstream.received.length;
   const res = await rawRequest(
     gh.port,
@@ -100,7 +102,7 @@ t.test("E22: CONNECT is never forwarded", async (t) => {
   t.equal(upstream.received.length, before);
 });
 
-t.test("E12: absolute-form is routed on its path; the authority is ignored", async (t) => {
+t.test("absolute-form is routed on its path; the authority is ignored", async (t) => {
   const before = upstream.received.length;
   const res = await rawRequest(gh.port, get("http://evil.example/v1/items?x=1"));
   t.equal(res.status, 200);
@@ -110,14 +112,14 @@ t.test("E12: absolute-form is routed on its path; the authority is ignored", asy
   t.equal(seen?.headers.host, `127.0.0.1:${upstream.port}`, "the upstream gets its own Host");
 });
 
-t.test("E12: absolute-form to a path outside the allowlist is 404", async (t) => {
+t.test("absolute-form to a path outside the allowlist is 404", async (t) => {
   const before = upstream.received.length;
   const res = await rawRequest(gh.port, get("http://127.0.0.1/admin"));
   t.equal(res.status, 404);
   t.equal(upstream.received.length, before);
 });
 
-t.test("E19: paths are case-sensitive", async (t) => {
+t.test("paths are case-sensitive", async (t) => {
   const before = upstream.received.length;
   const res = await rawRequest(gh.port, get("/V1/items"));
   t.equal(res.status, 404);
@@ -125,13 +127,13 @@ t.test("E19: paths are case-sensitive", async (t) => {
   t.equal(upstream.received.length, before);
 });
 
-t.test("E20: a trailing slash is significant", async (t) => {
+t.test("a trailing slash is significant", async (t) => {
   const before = upstream.received.length;
   t.equal((await rawRequest(gh.port, get("/v1/items/"))).status, 404);
   t.equal(upstream.received.length, before);
 });
 
-t.test("E18: matrix parameters inside a segment are forwarded unchanged", async (t) => {
+t.test("matrix parameters inside a segment are forwarded unchanged", async (t) => {
   const res = await rawRequest(gh.port, get("/v1/items/x;jsessionid=1"));
   t.equal(res.status, 200);
   t.equal(upstream.received.at(-1)?.url, "/v1/items/x;jsessionid=1");
@@ -143,7 +145,7 @@ t.test("unreserved percent-encodings are decoded before routing and forwarding",
   t.equal(upstream.received.at(-1)?.url, "/v1/items/~me%C3%A9");
 });
 
-t.test("E11: two Host lines are 400", async (t) => {
+t.test("two Host lines are 400", async (t) => {
   const before = upstream.received.length;
   const res = await rawRequest(
     gh.port,
@@ -155,7 +157,7 @@ t.test("E11: two Host lines are 400", async (t) => {
 });
 
 for (const host of ["u@evil.test", "a b", "evil.test/x", "evil.test:80x"]) {
-  t.test(`E11: an invalid Host ${JSON.stringify(host)} is 400`, async (t) => {
+  t.test(`an invalid Host ${JSON.stringify(host)} is 400`, async (t) => {
     const before = upstream.received.length;
     const res = await rawRequest(
       gh.port,
@@ -176,7 +178,7 @@ for (const host of ["gatehouse.test:8080", "[::1]:8080", "127.0.0.1", "xn--caf-d
   });
 }
 
-t.test("E29: a request-target over 8 KiB is 414", async (t) => {
+t.test("a request-target over 8 KiB is 414", async (t) => {
   const before = upstream.received.length;
   const res = await rawRequest(gh.port, get(`/v1/items?q=${"a".repeat(10 * 1024)}`));
   t.equal(res.status, 414);
@@ -184,7 +186,7 @@ t.test("E29: a request-target over 8 KiB is 414", async (t) => {
   t.equal(upstream.received.length, before);
 });
 
-t.test("E30: many small header fields are 431, not silently truncated", async (t) => {
+t.test("many small header fields are 431, not silently truncated", async (t) => {
   const before = upstream.received.length;
   let fields = "";
   for (let i = 0; i < 2500; i++) fields += `x-${i}: 1\r\n`;
@@ -193,7 +195,7 @@ t.test("E30: many small header fields are 431, not silently truncated", async (t
   t.equal(upstream.received.length, before);
 });
 
-t.test("E30: 201 header fields are already 431", async (t) => {
+t.test("201 header fields are already 431", async (t) => {
   let fields = "";
   for (let i = 0; i < 198; i++) fields += `x-${i}: 1\r\n`;
   // With Host and Connection: 200 fields are served, one more is refused.
@@ -203,14 +205,14 @@ t.test("E30: 201 header fields are already 431", async (t) => {
   t.equal((JSON.parse(res.body) as { error: string }).error, "request_header_fields_too_large");
 });
 
-t.test("E37: HTTP/2.0 over a cleartext HTTP/1 connection is 505", async (t) => {
+t.test("HTTP/2.0 over a cleartext HTTP/1 connection is 505", async (t) => {
   const before = upstream.received.length;
   const res = await rawRequest(gh.port, get("/v1/items", "", "2.0"));
   t.equal(res.status, 505);
   t.equal(upstream.received.length, before);
 });
 
-t.test("E6: HTTP/1.0 with Transfer-Encoding is 400 and closes", async (t) => {
+t.test("HTTP/1.0 with Transfer-Encoding is 400 and closes", async (t) => {
   const before = upstream.received.length;
   const res = await rawRequest(
     gh.port,
@@ -221,7 +223,7 @@ t.test("E6: HTTP/1.0 with Transfer-Encoding is 400 and closes", async (t) => {
   t.equal(upstream.received.length, before);
 });
 
-t.test("E35: an Expect other than 100-continue is 417", async (t) => {
+t.test("an Expect other than 100-continue is 417", async (t) => {
   const before = upstream.received.length;
   const res = await rawRequest(gh.port, get("/v1/items", "Expect: foo\r\n"));
   t.equal(res.status, 417);

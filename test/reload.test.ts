@@ -1,5 +1,5 @@
 /**
- * Config reload (SPEC §3, §4.6, §6): an in-place write, a rename over the file, a Kubernetes
+ * Config reload (README, Operations): an in-place write, a rename over the file, a Kubernetes
  * ConfigMap symlink swap and SIGHUP each swap the snapshot; a bad file changes nothing. Changes are
  * awaited by polling with a deadline, never by asserting how long they took.
  */
@@ -18,7 +18,8 @@ import { eventually, send } from "./helpers/client.js";
 import { memoryLogger, startTestGatehouse } from "./helpers/gatehouse.js";
 import { startUpstream } from "./helpers/upstream.js";
 
-// SPEC §6 promises 2 s; the deadline leaves room for a loaded CI machine.
+// A reload lands within about 150 ms (README, Operations); the deadline leaves room for a loaded
+// CI machine.
 const DEADLINE_MS = 8000;
 
 const upstream = await startUpstream();

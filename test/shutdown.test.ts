@@ -1,5 +1,5 @@
 /**
- * Graceful shutdown of the built CLI (SPEC §4.6, §6; BAD_INPUTS.md §4.6): on SIGTERM readiness
+ * Graceful shutdown of the built CLI (README, Operations): on SIGTERM readiness
  * turns 503, the listener closes after `shutdown.delay`, requests in flight finish, exit 0.
  */
 import { mkdtemp, rm, writeFile } from "node:fs/promises";

@@ -1,10 +1,10 @@
 /**
- * BAD_INPUTS A23, D7, D9 and D10 through real sockets: failed client authentications are limited
- * per client IP (an IPv6 client by its /64) and per case-folded client id; beyond the limit every
- * attempt, a correct one too, gets 429. Bearer tokens that fail verification count against their
- * client IP too; beyond the limit, the IP's tokens that were never verified get 429 before any
- * signature check. gatehouse trusts 127.0.0.1 here, so X-Forwarded-For gives each request the
- * client IP wanted.
+ * Guessing secrets and forging tokens, through real sockets: failed client authentications are
+ * limited per client IP (an IPv6 client by its /64) and per case-folded client id; beyond the
+ * limit every attempt, a correct one too, gets 429. Bearer tokens that fail verification count
+ * against their client IP too; beyond the limit, the IP's tokens that were never verified get 429
+ * before any signature check. gatehouse trusts 127.0.0.1 here, so X-Forwarded-For gives each
+ * request the client IP wanted.
  */
 import t from "tap";
 import { json, send } from "./helpers/client.js";
@@ -81,7 +81,8 @@ t.test("per client IP: after 3 failures every attempt from that IP is 429", asyn
 });
 
 t.test("per client id, case-folded and trimmed: variants share one bucket", async (t) => {
-  // D9: each variant is an unknown id (exact match), yet they count for reporting-app.
+  // Each variant is an unknown id (ids match exactly), yet they count for reporting-app, so an
+  // attacker cannot multiply its attempts by changing case or adding spaces.
   const variants = ["REPORTING-APP", " reporting-app", "Reporting-App"];
   for (const [index, id] of variants.entries()) {
     const failed = await attempt(`203.0.113.${index + 1}`, { id, secret: APP.secret });
@@ -142,7 +143,7 @@ function forged(token: string): string {
   return `${token.slice(0, at)}${swapped}${token.slice(at + 1)}`;
 }
 
-t.test("per IPv6 /64: rotating addresses inside the prefix does not escape (D7)", async (t) => {
+t.test("per IPv6 /64: rotating addresses inside the prefix does not escape", async (t) => {
   // Unknown ids, so only the address buckets count; OTHER's id bucket stays under the limit.
   const failures: Array<[string, string]> = [
     ["2001:db8:7:1::1", "nobody-v6-1"],

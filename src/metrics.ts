@@ -1,4 +1,4 @@
-/** Prometheus metrics (SPEC §4.6), one registry per process so tests can run several gatehouses. */
+/** Prometheus metrics (README, Operations), one registry per process so tests can run several gatehouses. */
 import { Counter, Gauge, Registry, collectDefaultMetrics } from "prom-client";
 import { RequestMetrics } from "./request-metrics.js";
 

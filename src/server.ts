@@ -43,7 +43,7 @@ interface Runtime {
   readonly limiterStore: CounterStore;
 }
 
-/** Deadlines for slow clients (BAD_INPUTS E32, E33), in milliseconds. */
+/** Deadlines for slow clients (a slowloris holds connections otherwise), in milliseconds. */
 export interface ClientTimeouts {
   /** The whole header section must arrive within this; 408 after (default 15 s). */
   readonly headersMs?: number;
@@ -54,7 +54,7 @@ export interface ClientTimeouts {
 /** The header deadline: RFC 9110 §15.5.9, 10–20 s rather than Node's 60 s (CVE-2018-12122). */
 const HEADERS_TIMEOUT_MS = 15_000;
 /**
- * The token request body's deadline (BAD_INPUTS E33): shorter than nginx's client_body_timeout
+ * The token request body's deadline: shorter than nginx's client_body_timeout
  * (60 s) since the body is at most 8 KiB, and far below Node's 300 s requestTimeout, which a
  * client trickling bytes could otherwise hold the connection for.
  */
@@ -86,7 +86,7 @@ export interface Gatehouse {
   /** The snapshot in force. */
   config(): Snapshot;
   reload(trigger?: string): Promise<ReloadResult>;
-  /** Graceful shutdown (SPEC §6): not ready, stop accepting after `delay`, drain up to `grace`. */
+  /** Graceful shutdown (README, Operations): not ready, stop accepting after `delay`, drain up to `grace`. */
   shutdown(): Promise<void>;
 }
 
@@ -104,7 +104,7 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
     get draining() {
       return draining;
     },
-    // SPEC §6: under a Redis outage with `on_outage: closed` the replica takes no traffic.
+    // Under a Redis outage with `on_outage: closed` the replica takes no traffic.
     ready: () => !draining && limitsReady(store.current),
   };
   const services: Services = {
@@ -219,7 +219,7 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
     // hold a connection for 45 s); a fifth of the deadline keeps the overshoot within 20 %.
     connectionsCheckingInterval: Math.ceil(headersTimeout / 5),
     keepAliveTimeout: 5_000,
-    // The framing stage answers a missing Host itself, with a JSON body (SPEC §5).
+    // The framing stage answers a missing Host itself, with a JSON body like every other error.
     requireHostHeader: false,
   });
   const { onRequest, afterPending } = manageConnections(
@@ -228,7 +228,7 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
     () => store.current.config.file.max_connections,
   );
   server.on("request", onRequest);
-  // Node's own parser errors, header overflow and timeouts get JSON bodies too (SPEC §5).
+  // Node's own parser errors, header overflow and timeouts get JSON bodies too.
   server.on("clientError", createClientErrorHandler(services.now, afterPending));
   // With this listener Node does not answer `100 Continue` by itself: a request refused before
   // its body is needed never invites the body (RFC 9110 §10.1.1).

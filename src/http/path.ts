@@ -1,5 +1,5 @@
 /**
- * Request-target canonicalisation (SPEC §4.5). The route table decides on the canonical path and
+ * Request-target canonicalisation (RFC 3986 §6.2.2). The route table decides on the canonical path and
  * exactly that path is forwarded, so the allowlist and the upstream can never disagree.
  */
 

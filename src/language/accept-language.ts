@@ -5,7 +5,7 @@
  */
 import { lookupRange, type LanguageTable } from "./table.js";
 
-/** SPEC §6: at most this many members are read, parsable or not. */
+/** At most this many members are read, parsable or not: the work per header is bounded. */
 export const MAX_MEMBERS = 32;
 
 /** What one negotiation examined, so tests can bound the work without timing it. */
@@ -102,7 +102,7 @@ export function negotiateLanguage(
     members++;
 
     // RFC 4647 §2.1: language-range = (1*8ALPHA *("-" 1*8alphanum)) / "*".
-    // SPEC §6 reads `_` as `-`.
+    // `_` is read as `-` (a common mistake in clients' tags).
     const tagStart = i;
     let valid = true;
     let star = false;
@@ -144,7 +144,7 @@ export function negotiateLanguage(
     }
     if (q < 0 || (i < n && header.charCodeAt(i) !== COMMA)) valid = false;
     while (i < n && header.charCodeAt(i) !== COMMA) i++;
-    // `*` adds nothing: alone it means the default, beside other ranges it is skipped (SPEC §6).
+    // `*` adds nothing: alone it means the default, beside other ranges it is skipped.
     if (!valid || star) continue;
 
     lookups++;

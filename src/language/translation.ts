@@ -1,5 +1,5 @@
 /**
- * The translation parameter (SPEC §4.3) rewritten over the raw query string: every occurrence
+ * The translation parameter (README, Language) rewritten over the raw query string: every occurrence
  * merged into one canonical value that stands where the parameter first appeared; every other
  * byte of the query is forwarded as it came.
  */
@@ -116,7 +116,7 @@ function collectCodes(
     let end = value.indexOf(",", start);
     if (end < 0) end = value.length;
     const next = end + 1;
-    // Only spaces and tabs are trimmed: a CR, LF or NUL leaves the code malformed (C23).
+    // Only spaces and tabs are trimmed: a CR, LF or NUL leaves the code malformed.
     while (start < end && isOws(value.charCodeAt(start))) start++;
     while (end > start && isOws(value.charCodeAt(end - 1))) end--;
     if (start < end) {

@@ -27,9 +27,9 @@ function ipv6Groups(address: string): number[] {
 }
 
 /**
- * The counter key for a client address. IPv4-mapped IPv6 is the IPv4 address (BAD_INPUTS D8:
+ * The counter key for a client address. IPv4-mapped IPv6 is the IPv4 address (
  * never a /64 shared by every IPv4 client); other IPv6 addresses are grouped by /64, the block one
- * subscriber is handed (RFC 6177), so rotating inside it does not buy fresh counters (D7).
+ * subscriber is handed (RFC 6177), so rotating inside it does not buy fresh counters.
  */
 export function addressKey(address: string): string {
   if (isIPv4(address)) return `ip:${address}`;

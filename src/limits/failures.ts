@@ -3,7 +3,7 @@
  * (RFC 6749 §2.3.1: the server MUST protect against brute force), and refused bearer tokens per
  * client IP (OWASP API4:2023: a flood of forged tokens would otherwise cost a signature check
  * each). An IP is counted by its `addressKey`, as the anonymous plan counts it: an IPv6 client
- * rotating addresses inside its /64 stays in one bucket (BAD_INPUTS A23, D7). Counters come from
+ * rotating addresses inside its /64 stays in one bucket. Counters come from
  * the limiter store, so they survive reloads and follow the store to Redis when one is configured.
  */
 import type { FailureRule } from "../tokens/settings.js";

@@ -151,7 +151,7 @@ export function compileLimits(
   }
   const clients = new Map<string, Plan>();
   for (const client of file.clients) {
-    // SPEC §6: a client without `plan` uses the plan named `default` when one exists.
+    // A client without `plan` uses the plan named `default` when one exists (README, Limits).
     const base = plans.get(client.plan ?? "default");
     const owner = `client:${client.id}`;
     // A client's own rate limits replace the plan's whole set.

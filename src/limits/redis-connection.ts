@@ -9,7 +9,7 @@ import type { Logger } from "pino";
 import type { Metrics } from "../metrics.js";
 import type { RedisSettings } from "./plans.js";
 
-/** How often Redis is asked whether it answers, so readiness follows it within 2 s (SPEC §6). */
+/** How often Redis is asked whether it answers, so readiness follows it within 2 s. */
 const HEALTH_INTERVAL_MS = 500;
 /** This long without an answer to a health check means Redis is stalled. */
 const HEALTH_DEADLINE_MS = 1000;

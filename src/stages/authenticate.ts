@@ -8,7 +8,7 @@ import { errorReply, type Reply, type RequestContext, type Stage } from "../core
 import type { Services } from "../core/services.js";
 import { createTokenVerifier, TokenRejected } from "../tokens/verify.js";
 
-/** Longest bearer token read; a longer one is refused before any parsing (SPEC §4.2). */
+/** Longest bearer token read; a longer one is refused before any parsing. */
 export const MAX_BEARER_TOKEN_LENGTH = 4096;
 
 // RFC 6750 §2.1: b64token = 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"="
@@ -84,10 +84,10 @@ function bearerToken(ctx: RequestContext): string | Reply {
 }
 
 /**
- * Requires a valid access token on `auth: bearer` routes (SPEC §4.2) and records its client in
+ * Requires a valid access token on `auth: bearer` routes (RFC 6750) and records its client in
  * `ctx.clientId`. A token verified before answers from the cache, without a signature check. A
  * token that fails verification, other than by expiring, counts against its client IP in
- * `failures` (BAD_INPUTS D10); beyond the limit, the IP's tokens that are not in the cache are
+ * `failures`; beyond the limit, the IP's tokens that are not in the cache are
  * refused without a check.
  */
 export function createAuthenticateStage(

@@ -39,7 +39,7 @@ export function buildStages(config: Snapshot, deps: PipelineDeps): readonly Stag
   return Object.freeze([
     // First, so that every answer (a 400 too) carries X-Request-Id.
     createRequestIdStage(services.newId),
-    // SPEC §6: framing checks (two Host lines) come before anything reads the request.
+    // Framing checks (two Host lines) come before anything reads the request.
     createFramingStage(),
     // The path is canonicalised once; every later stage and the upstream see the same string.
     createCanonicalPathStage(),
@@ -49,9 +49,9 @@ export function buildStages(config: Snapshot, deps: PipelineDeps): readonly Stag
     createTokenEndpointStage(config.tokens, config.trustedProxies, failures, services),
     // The allowlist: 404 and 405 never reach the limiter.
     createRouteStage(config.routes),
-    // SPEC §6: 401 and 400 for the bearer token come after 404/405 and before anything counts.
+    // 401 and 400 for the bearer token come after 404/405 and before anything counts.
     createAuthenticateStage(config.tokens, config.trustedProxies, failures, services),
-    // SPEC §6: after the route (only forwarded requests) and before the limits, so a refused
+    // After the route (only forwarded requests) and before the limits, so a refused
     // translation parameter (400) is never counted.
     createLanguageStage(config.languages),
     // Last before forwarding: only a request that would be forwarded is counted, and everything

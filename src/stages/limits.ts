@@ -9,7 +9,7 @@ import type { CounterStore } from "../limits/counters.js";
 import { errorReply, type Outcome, type RequestContext, type Stage } from "../core/context.js";
 import type { Services } from "../core/services.js";
 
-// SPEC §6: a Redis outage under `on_outage: closed`; never a 429, which would blame the client.
+// A Redis outage under `on_outage: closed`: 503, never a 429, which would blame the client.
 const LIMITS_UNAVAILABLE = errorReply(
   503,
   "limits_unavailable",

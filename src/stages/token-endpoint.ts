@@ -47,7 +47,8 @@ function oauthError(
   };
 }
 
-// One answer for an unknown id, a wrong secret, malformed Basic or none at all (BAD_INPUTS A11).
+// One answer for an unknown id, a wrong secret, malformed Basic or none at all, so an
+// unknown id cannot be told from a wrong secret.
 // RFC 9110 §15.5.2: a 401 always carries a challenge, so it is sent whichever method was used.
 const INVALID_CLIENT = oauthError(401, "invalid_client", "client authentication failed", {
   "www-authenticate": BASIC_CHALLENGE,
@@ -214,7 +215,7 @@ export function createTokenEndpointStage(
   ): Promise<Outcome> {
     const { req } = ctx;
     const ip = clientAddress(req, trusted);
-    // SPEC §6: beyond the limit every attempt from the IP is refused, a malformed one too.
+    // Beyond the limit every attempt from the IP is refused, a malformed one too (RFC 6749 §2.3.1).
     const early = await limiterCall(failures.peek(ip));
     if (!early.allowed) return fail("rate_limited", rateLimited(early));
     if (basic === "malformed") return fail("malformed_credentials", INVALID_CLIENT);
@@ -228,7 +229,8 @@ export function createTokenEndpointStage(
     if (body === "too_large") return TOO_LARGE;
     if (body === "timeout") return bodyTimeout;
     const fields = parseTokenBody(body, bodyType(req.headers["content-type"]));
-    // RFC 6749 §4.4.2, SPEC §4.1: absent is taken as client_credentials; no case folding.
+    // RFC 6749 §4.4.2; absent is taken as client_credentials, as the service's existing clients may
+    // not send it; no case folding.
     if (fields.grantType !== undefined && fields.grantType !== "client_credentials") {
       return UNSUPPORTED_GRANT;
     }

@@ -1,6 +1,6 @@
 /**
  * Signing and verification keys: imported from PEM or an HS256 secret, or generated. Every key's
- * `kid` is its RFC 7638 JWK thumbprint, so it can be computed from a public key alone (SPEC §6).
+ * `kid` is its RFC 7638 JWK thumbprint, so it can be computed from a public key alone.
  */
 import { randomBytes } from "node:crypto";
 import {

@@ -71,7 +71,8 @@ export function bodyType(contentType: string | undefined): BodyType | undefined 
   return undefined;
 }
 
-// The names read from a body; the upper-case aliases are the same fields (SPEC §4.1).
+// The names read from a body; the upper-case aliases are the same fields, as some existing
+// clients send them.
 const FIELD_NAMES: Readonly<Record<string, keyof TokenRequestFields>> = {
   grant_type: "grantType",
   client_id: "clientId",

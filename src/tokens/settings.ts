@@ -30,7 +30,7 @@ import {
 
 /** The clients allowed to obtain tokens. */
 export interface ClientRegistry {
-  /** Stored secrets by exact client id (SPEC §4.1: ids are not case-folded). */
+  /** Stored secrets by exact client id (ids are not case-folded). */
   readonly secrets: ReadonlyMap<string, SecretRecord>;
   /** Checked for an unknown id, so it costs what a wrong secret costs. */
   readonly dummy: SecretRecord;

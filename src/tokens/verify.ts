@@ -80,7 +80,7 @@ export function createTokenVerifier(
           issuer: settings.issuer,
           audience: settings.audience,
           clockTolerance: clockToleranceSeconds,
-          // RFC 8725 §3.10 / BAD_INPUTS B12: without it jose accepts an iat in the future.
+          // RFC 8725 §3.10: without it jose accepts an iat in the future.
           maxTokenAge: ttlSeconds,
           requiredClaims: REQUIRED_CLAIMS,
           currentDate: new Date(nowMs),

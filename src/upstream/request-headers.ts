@@ -44,7 +44,7 @@ export function createUpstreamHeaders(
     const headers = endToEnd(req.headers, viaProxy ? fromProxy : fromClient, true);
     if (viaProxy) {
       // Only what the trusted proxies vouch for is passed on, so the upstream's leftmost hop is
-      // the client address gatehouse itself uses (D6).
+      // the client address gatehouse itself uses.
       const hops = vouchedHops(req, trusted);
       hops.push(peer);
       headers["x-forwarded-for"] = hops.join(", ");

@@ -34,6 +34,8 @@ import { createForwarder, forwarderKey, type Forwarder } from "./upstream/forwar
 
 const CONTEXT = Symbol("gatehouse.context");
 type TrackedResponse = ServerResponse & { [CONTEXT]?: RequestContext };
+// Until the client stage has run (a request answered before it, such as a framing refusal).
+const UNKNOWN_CLIENT = Object.freeze({ peer: "", address: "", vouched: null });
 
 /** What one config snapshot runs with. */
 interface Runtime {
@@ -197,6 +199,7 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
       res,
       startedAt: performance.now(),
       requestId: "",
+      client: UNKNOWN_CLIENT,
       path: "",
       query: null,
       route: undefined,

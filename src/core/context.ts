@@ -1,5 +1,6 @@
 /** The per-request context that stages read facts from and add facts to. */
 import type { IncomingMessage, ServerResponse } from "node:http";
+import type { ClientFacts } from "../http/client-ip.js";
 import type { Route } from "../routes/table.js";
 
 /** An answer gatehouse gives itself; `body` is sent as JSON unless it is a string or Buffer. */
@@ -25,6 +26,8 @@ export interface RequestContext {
   /** performance.now() at arrival. */
   readonly startedAt: number;
   requestId: string;
+  /** Who sent the request (set by the client stage, before anything reads it). */
+  client: ClientFacts;
   /** The canonical path (set by the canonical-path stage). */
   path: string;
   /** The raw query without `?`, or null when the target had none. */

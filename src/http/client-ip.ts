@@ -47,12 +47,23 @@ export function vouchedHops(req: IncomingMessage, trusted: BlockList): string[] 
   return vouched.reverse();
 }
 
+/** Who sent a request, worked out once when it arrives. */
+export interface ClientFacts {
+  /** The connection's peer, IPv4-mapped addresses folded. */
+  readonly peer: string;
+  /** The client address: the peer, or through trusted proxies the rightmost untrusted hop. */
+  readonly address: string;
+  /** The X-Forwarded-For hops the trusted proxies vouch for; null when the peer is not trusted. */
+  readonly vouched: readonly string[] | null;
+}
+
 /**
- * The client address (nginx `real_ip_recursive on`, Envoy `xff_num_trusted_hops`): when the peer is
- * a trusted proxy, walk X-Forwarded-For from the right and take the first untrusted hop.
+ * The client's facts (nginx `real_ip_recursive on`, Envoy `xff_num_trusted_hops`): when the peer
+ * is a trusted proxy, walk X-Forwarded-For from the right and take the first untrusted hop.
  */
-export function clientAddress(req: IncomingMessage, trusted: BlockList | null): string {
+export function clientFacts(req: IncomingMessage, trusted: BlockList | null): ClientFacts {
   const peer = peerAddress(req);
-  if (trusted === null || !isTrusted(trusted, peer)) return peer;
-  return vouchedHops(req, trusted)[0] ?? peer;
+  if (trusted === null || !isTrusted(trusted, peer)) return { peer, address: peer, vouched: null };
+  const vouched = vouchedHops(req, trusted);
+  return { peer, address: vouched[0] ?? peer, vouched };
 }

@@ -1,6 +1,4 @@
-import type { BlockList } from "node:net";
 import type { FailureRule, TokenSettings } from "../tokens/settings.js";
-import { clientAddress } from "../http/client-ip.js";
 import { fieldLines } from "../http/field-lines.js";
 import type { FailureDecision, FailureLimiter } from "../limits/failures.js";
 import { tooManyRequests } from "../limits/headers.js";
@@ -92,7 +90,6 @@ function bearerToken(ctx: RequestContext): string | Reply {
  */
 export function createAuthenticateStage(
   settings: TokenSettings,
-  trusted: BlockList | null,
   failures: FailureLimiter,
   services: Services,
 ): Stage {
@@ -113,7 +110,7 @@ export function createAuthenticateStage(
   };
 
   async function verifyNew(ctx: RequestContext, token: string, nowMs: number) {
-    const ip = clientAddress(ctx.req, trusted);
+    const ip = ctx.client.address;
     // The flood guard is best effort: while its store cannot be reached (Redis down with
     // on_outage open or closed), tokens are verified as usual and the limits stage decides.
     const early = await failures.peek(ip).catch(() => undefined);

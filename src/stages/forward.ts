@@ -1,16 +1,11 @@
-import type { BlockList } from "node:net";
 import type { UpstreamSettings } from "../upstream/settings.js";
 import { HANDLED, type Stage } from "../core/context.js";
 import type { Forwarder } from "../upstream/forwarder.js";
 import { createUpstreamHeaders } from "../upstream/request-headers.js";
 
 /** Sends the request, as decided by the stages before, to the upstream; streams both ways. */
-export function createForwardStage(
-  upstream: UpstreamSettings,
-  trusted: BlockList | null,
-  forwarder: Forwarder,
-): Stage {
-  const upstreamHeaders = createUpstreamHeaders(upstream, trusted);
+export function createForwardStage(upstream: UpstreamSettings, forwarder: Forwarder): Stage {
+  const upstreamHeaders = createUpstreamHeaders(upstream);
   return function forward(ctx) {
     // Node hands only `Expect: 100-continue` to the server (others get 417): the client waits
     // for 100 Continue, sent only now that the request is known to go on (RFC 9110 §10.1.1).

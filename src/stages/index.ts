@@ -6,6 +6,7 @@ import type { Snapshot } from "../config/snapshot.js";
 import { createFailureLimiter } from "../limits/failures.js";
 import { createAuthenticateStage } from "./authenticate.js";
 import { createCanonicalPathStage } from "./canonical-path.js";
+import { createClientStage } from "./client.js";
 import { createForwardStage } from "./forward.js";
 import { createFramingStage } from "./framing.js";
 import { createHealthStage } from "./health.js";
@@ -41,22 +42,24 @@ export function buildStages(config: Snapshot, deps: PipelineDeps): readonly Stag
     createRequestIdStage(services.newId),
     // Framing checks (two Host lines) come before anything reads the request.
     createFramingStage(),
+    // Who sent it, from the peer and the hops trusted proxies vouch for, once for every stage.
+    createClientStage(config.trustedProxies),
     // The path is canonicalised once; every later stage and the upstream see the same string.
     createCanonicalPathStage(),
     // gatehouse's own paths: answered here, never forwarded, never counted.
     createHealthStage(config.health, services.lifecycle),
     // The token endpoint and the JWKS: gatehouse's own paths too, before the allowlist.
-    createTokenEndpointStage(config.tokens, config.trustedProxies, failures, services),
+    createTokenEndpointStage(config.tokens, failures, services),
     // The allowlist: 404 and 405 never reach the limiter.
     createRouteStage(config.routes),
     // 401 and 400 for the bearer token come after 404/405 and before anything counts.
-    createAuthenticateStage(config.tokens, config.trustedProxies, failures, services),
+    createAuthenticateStage(config.tokens, failures, services),
     // After the route (only forwarded requests) and before the limits, so a refused
     // translation parameter (400) is never counted.
     createLanguageStage(config.languages),
     // Last before forwarding: only a request that would be forwarded is counted, and everything
     // it can be refused for (401, 400) has been checked, so those answers carry no limit headers.
-    createLimitsStage(config.limits, config.trustedProxies, deps.limiterStore, services),
-    createForwardStage(config.upstream, config.trustedProxies, deps.forwarder),
+    createLimitsStage(config.limits, deps.limiterStore, services),
+    createForwardStage(config.upstream, deps.forwarder),
   ]);
 }

@@ -1,5 +1,3 @@
-import type { BlockList } from "node:net";
-import { clientAddress } from "../http/client-ip.js";
 import { addressKey } from "../limits/client-key.js";
 import type { Decision } from "../limits/decide.js";
 import { createEnforcer, type PreparedPlan } from "../limits/enforce.js";
@@ -24,7 +22,6 @@ const LIMITS_UNAVAILABLE = errorReply(
  */
 export function createLimitsStage(
   settings: LimitsSettings,
-  trusted: BlockList | null,
   store: CounterStore,
   services: Services,
 ): Stage {
@@ -86,9 +83,7 @@ export function createLimitsStage(
         ? undefined
         : clients.get(ctx.clientId);
     if (plan === undefined) return undefined;
-    const key = anonymousRoute
-      ? addressKey(clientAddress(ctx.req, trusted))
-      : `client:${ctx.clientId}`;
+    const key = anonymousRoute ? addressKey(ctx.client.address) : `client:${ctx.clientId}`;
     const decision = enforcer.check(plan, key, route.cost);
     return decision instanceof Promise
       ? decision.then(

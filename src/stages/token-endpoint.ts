@@ -1,7 +1,5 @@
 import type { IncomingMessage } from "node:http";
-import type { BlockList } from "node:net";
 import type { TokenSettings } from "../tokens/settings.js";
-import { clientAddress } from "../http/client-ip.js";
 import { GatehouseError } from "../http/errors.js";
 import type { FailureDecision, FailureLimiter } from "../limits/failures.js";
 import {
@@ -174,7 +172,6 @@ const LIMITS_UNAVAILABLE = new GatehouseError(
  */
 export function createTokenEndpointStage(
   settings: TokenSettings,
-  trusted: BlockList | null,
   failures: FailureLimiter,
   services: Services,
 ): Stage {
@@ -214,7 +211,7 @@ export function createTokenEndpointStage(
     basic: Exclude<HeaderCredentials, "repeated">,
   ): Promise<Outcome> {
     const { req } = ctx;
-    const ip = clientAddress(req, trusted);
+    const ip = ctx.client.address;
     // Beyond the limit every attempt from the IP is refused, a malformed one too (RFC 6749 §2.3.1).
     const early = await limiterCall(failures.peek(ip));
     if (!early.allowed) return fail("rate_limited", rateLimited(early));

@@ -1,7 +1,5 @@
 /** The headers the upstream receives: the only place the outgoing request's headers change. */
-import type { BlockList } from "node:net";
 import type { UpstreamSettings } from "./settings.js";
-import { isTrusted, peerAddress, vouchedHops } from "../http/client-ip.js";
 import type { RequestContext } from "../core/context.js";
 import { endToEnd, REQUEST_HOP_BY_HOP } from "./hop-by-hop.js";
 
@@ -16,10 +14,7 @@ const FORWARDING_CLAIMS = [
 ];
 
 /** Builds, once per config, the function that writes the upstream's request headers. */
-export function createUpstreamHeaders(
-  upstream: UpstreamSettings,
-  trusted: BlockList | null,
-): (ctx: RequestContext) => void {
+export function createUpstreamHeaders(upstream: UpstreamSettings): (ctx: RequestContext) => void {
   // What is never copied from the client: hop-by-hop fields, the identity header gatehouse owns,
   // the bearer token unless it is to be passed on; and from an untrusted peer, forwarding claims.
   // The request id and the language are always gatehouse's own (the language stage runs on every
@@ -39,15 +34,12 @@ export function createUpstreamHeaders(
    */
   return function upstreamHeaders(ctx) {
     const { req } = ctx;
-    const peer = peerAddress(req);
-    const viaProxy = trusted !== null && isTrusted(trusted, peer);
-    const headers = endToEnd(req.headers, viaProxy ? fromProxy : fromClient, true);
-    if (viaProxy) {
+    const { peer, vouched } = ctx.client;
+    const headers = endToEnd(req.headers, vouched !== null ? fromProxy : fromClient, true);
+    if (vouched !== null) {
       // Only what the trusted proxies vouch for is passed on, so the upstream's leftmost hop is
       // the client address gatehouse itself uses.
-      const hops = vouchedHops(req, trusted);
-      hops.push(peer);
-      headers["x-forwarded-for"] = hops.join(", ");
+      headers["x-forwarded-for"] = vouched.length === 0 ? peer : `${vouched.join(", ")}, ${peer}`;
       headers["x-forwarded-proto"] ??= "http";
       headers["x-forwarded-host"] ??= headers.host ?? "";
     } else {

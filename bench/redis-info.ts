@@ -39,6 +39,15 @@ export async function redisStats(client: Redis): Promise<RedisStats> {
   return parseStats(await client.info("commandstats"), await client.info("cpu"));
 }
 
+/** The figures of several servers (a Cluster's primaries) added together. */
+export function summedStats(each: readonly RedisStats[]): RedisStats {
+  const calls = new Map<string, number>();
+  for (const stats of each) {
+    for (const [name, count] of stats.calls) calls.set(name, (calls.get(name) ?? 0) + count);
+  }
+  return { calls, cpuS: each.reduce((total, stats) => total + stats.cpuS, 0) };
+}
+
 /**
  * Redis's work between two readings: the calls by command (the bench's own INFO left out), the
  * Lua scripts among them (EVALSHA and EVAL), and the CPU time in microseconds.

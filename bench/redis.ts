@@ -4,10 +4,12 @@
  * reached) counts every request in a redis-server the bench starts itself. Then, from Redis's own
  * `INFO commandstats` and `INFO cpu` and gatehouse's /metrics: the Redis commands and round trips
  * per request; four gatehouse processes on the one Redis admitting exactly the limit of a client
- * sending ten times it; the Redis scripts that client costs once refused; Redis's CPU per request.
+ * sending ten times it; the Redis scripts that client costs once refused; Redis's CPU per request;
+ * and the same four-process figures on a 3-primary Redis Cluster, summed over its primaries.
  */
 import { Redis } from "ioredis";
 import { startTestRedis } from "../test/helpers/redis.js";
+import { startTestCluster } from "../test/helpers/redis-topologies.js";
 import { answered, clientAddress, drive, type Driven } from "./drive.js";
 import {
   configHead,
@@ -19,7 +21,14 @@ import {
   type LimitsContext,
 } from "./limits-kit.js";
 import { pin } from "./pin.js";
-import { difference, infoFields, perRequest, redisStats } from "./redis-info.js";
+import {
+  difference,
+  infoFields,
+  perRequest,
+  redisStats,
+  summedStats,
+  type RedisStats,
+} from "./redis-info.js";
 import type { Served } from "./processes.js";
 import type { Scenario, Skipped } from "./scenarios.js";
 
@@ -52,7 +61,7 @@ function redisConfig(
   listen: string,
   adminListen: string,
   context: LimitsContext,
-  redisUrl: string,
+  where: string,
   fleet: boolean,
 ): string {
   const plan = fleet
@@ -63,7 +72,7 @@ function redisConfig(
 ${plan}limits:
   store: redis
   redis:
-    url: ${redisUrl}
+    ${where}
     key_prefix: "bench-${fleet ? "fleet" : "pair"}:"
     timeout: 1s
     on_outage: closed
@@ -76,15 +85,19 @@ async function sum(admins: readonly Admin[], name: string): Promise<number> {
 }
 
 /** Redis's work and the round trips and local refusals of `admins` while `work` runs. */
-async function observe<T>(redis: Redis, admins: readonly Admin[], work: () => Promise<T>) {
-  const stats = await redisStats(redis);
+async function observe<T>(
+  read: () => Promise<RedisStats>,
+  admins: readonly Admin[],
+  work: () => Promise<T>,
+) {
+  const stats = await read();
   const trips = await sum(admins, ROUND_TRIPS);
   const blocks = await sum(admins, LOCAL_BLOCKS);
   const fallbacks = await sum(admins, FALLBACKS);
   const result = await work();
   return {
     result,
-    redis: difference(stats, await redisStats(redis)),
+    redis: difference(stats, await read()),
     roundTrips: (await sum(admins, ROUND_TRIPS)) - trips,
     localBlocks: (await sum(admins, LOCAL_BLOCKS)) - blocks,
     fallbacks: (await sum(admins, FALLBACKS)) - fallbacks,
@@ -100,8 +113,11 @@ async function commandsPerRequest(
   pair: Admin,
   context: LimitsContext,
 ): Promise<string[][]> {
-  const seen = await observe(redis, [pair], () =>
-    drive([pair.served.url + OPEN_ROUTE], SINGLE_REQUESTS, context.load.connections, () => ({})),
+  const seen = await observe(
+    () => redisStats(redis),
+    [pair],
+    () =>
+      drive([pair.served.url + OPEN_ROUTE], SINGLE_REQUESTS, context.load.connections, () => ({})),
   );
   const faults = SINGLE_REQUESTS - answered(seen.result, 200);
   return [
@@ -124,10 +140,13 @@ function others(driven: Driven): number {
   );
 }
 
-/** (c) and (d): four processes on the one Redis. */
+/**
+ * (c) and (d): four processes on the Redis that `where` (the `limits.redis` line saying where it
+ * is) names, `read` giving Redis's figures summed over its servers.
+ */
 async function fleetFigures(
-  redis: Redis,
-  redisUrl: string,
+  read: () => Promise<RedisStats>,
+  where: string,
   context: LimitsContext,
 ): Promise<string[][]> {
   const fleet: Admin[] = [];
@@ -135,16 +154,16 @@ async function fleetFigures(
     for (let i = 1; i <= FLEET; i++) {
       fleet.push(
         await startConfigured(`gatehouse fleet ${i}`, context, (listen, adminListen) =>
-          redisConfig(listen, adminListen, context, redisUrl, true),
+          redisConfig(listen, adminListen, context, where, true),
         ),
       );
     }
     const urls = fleet.map((admin) => admin.served.url + OPEN_ROUTE);
     const sent = 10 * FLEET_LIMIT;
     const hammer = () => drive(urls, sent, FLEET_CONNECTIONS, () => xff(HAMMERED));
-    const first = await observe(redis, fleet, hammer);
-    const again = await observe(redis, fleet, hammer);
-    const counted = await observe(redis, fleet, () =>
+    const first = await observe(read, fleet, hammer);
+    const again = await observe(read, fleet, hammer);
+    const counted = await observe(read, fleet, () =>
       drive(urls, COUNTED_REQUESTS, FLEET_CONNECTIONS, (i) =>
         xff(clientAddress(11, i % COUNTED_ADDRESSES)),
       ),
@@ -178,6 +197,27 @@ async function fleetFigures(
     ];
   } finally {
     for (const admin of fleet) await admin.served.stop();
+  }
+}
+
+/**
+ * (e): the four processes on a 3-primary Redis Cluster, Redis's figures summed over the primaries;
+ * a sentence saying why instead when no cluster could be started. Every node is stopped.
+ */
+async function clusterFigures(context: LimitsContext): Promise<string> {
+  const cluster = await startTestCluster().catch((error: unknown) => error as Error);
+  if (cluster instanceof Error) {
+    return `Redis Cluster: not measured, no cluster could be started: ${cluster.message}`;
+  }
+  const nodes = cluster.ports.map((port) => new Redis({ port, host: "127.0.0.1" }));
+  try {
+    const read = async () => summedStats(await Promise.all(nodes.map(redisStats)));
+    const where = `cluster: [${cluster.seeds.join(", ")}]`;
+    const rows = await fleetFigures(read, where, context);
+    return table([`${FLEET} gatehouse processes on a 3-primary Redis Cluster`, "value"], rows);
+  } finally {
+    for (const node of nodes) node.disconnect();
+    await cluster.close();
   }
 }
 
@@ -228,7 +268,7 @@ export async function prepareRedis(context: LimitsContext): Promise<RedisRun> {
   for (const name of ["gatehouse redis", "gatehouse redis twin"]) {
     // A build that cannot count in Redis may refuse the config: the scenario is skipped.
     const admin = await startConfigured(name, context, (listen, adminListen) =>
-      redisConfig(listen, adminListen, context, server.url, false),
+      redisConfig(listen, adminListen, context, `url: ${server.url}`, false),
     ).catch((error: unknown) => error as Error);
     if (admin instanceof Error) return skip(`${name} did not start: ${admin.message}`);
     started.push(admin.served);
@@ -256,7 +296,9 @@ export async function prepareRedis(context: LimitsContext): Promise<RedisRun> {
       process.stderr.write("redis: commands per request\n");
       const single = await commandsPerRequest(client, pair[0] as Admin, context);
       process.stderr.write(`redis: ${FLEET} processes on one Redis\n`);
-      const fleet = await fleetFigures(client, server.url, context);
+      const fleet = await fleetFigures(() => redisStats(client), `url: ${server.url}`, context);
+      process.stderr.write(`redis: ${FLEET} processes on a 3-primary Redis Cluster\n`);
+      const cluster = await clusterFigures(context);
       return [
         "## redis",
         "",
@@ -268,7 +310,7 @@ export async function prepareRedis(context: LimitsContext): Promise<RedisRun> {
         "",
         table([`${FLEET} gatehouse processes on one Redis`, "value"], fleet),
         "",
-        "Redis Cluster: not measured; the test helpers start no cluster yet.",
+        cluster,
         "",
       ].join("\n");
     },

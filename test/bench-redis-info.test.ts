@@ -1,6 +1,6 @@
 import t from "tap";
 import { Redis } from "ioredis";
-import { difference, perRequest, redisStats } from "../bench/redis-info.js";
+import { difference, perRequest, redisStats, summedStats } from "../bench/redis-info.js";
 import { startTestRedis } from "./helpers/redis.js";
 
 t.test(
@@ -29,3 +29,28 @@ t.test(
     t.equal(perRequest(work.calls, 2).split(", ")[0], "incrby 1.500", "most frequent first");
   },
 );
+
+t.test("a Cluster's figures are its servers' added together, command by command", async (t) => {
+  const first = {
+    calls: new Map([
+      ["evalsha", 3],
+      ["get", 1],
+    ]),
+    cpuS: 0.5,
+  };
+  const second = {
+    calls: new Map([
+      ["evalsha", 4],
+      ["incrby", 2],
+    ]),
+    cpuS: 0.25,
+  };
+  const total = summedStats([first, second]);
+  t.same([...total.calls].sort(), [
+    ["evalsha", 7],
+    ["get", 1],
+    ["incrby", 2],
+  ]);
+  t.equal(total.cpuS, 0.75);
+  t.equal(difference(first, total).scripts, 4, "the second server's scripts");
+});

@@ -16,12 +16,13 @@ import {
 
 /** One counter. A new object replaces an ended one, so a heap entry for the old one is stale. */
 interface Counter {
-  readonly key: string;
+  readonly slot: string;
+  readonly subject: string;
   value: number;
   readonly endsAt: number;
 }
 
-/** One saved counter: its full key, its points and its end (epoch milliseconds). */
+/** One saved counter: its full key (`SLOT|SUBJECT`), its points and its end (epoch milliseconds). */
 export interface SavedCounter {
   readonly key: string;
   readonly value: number;
@@ -66,15 +67,20 @@ const SWEEP_PER_COUNT = 4;
 // A background sweep takes at most this many per tick, so a mass expiry never stalls requests.
 const SWEEP_PER_TICK = 20_000;
 
-/** The full key of a counter: its subject and its name. */
-function counterKey(subject: string, slot: Slot): string {
-  return `${slot.name}|${subject}`;
-}
-
 /** Creates a memory store. */
 export function createMemoryStore(options: MemoryStoreOptions): MemoryStore {
   const where = options.where ?? "store";
-  const counters = new Map<string, Counter>();
+  // By slot name, then by subject: a request looks up each of its slots by the same subject
+  // string, whose hash V8 then computes once, and a slot's name is a constant.
+  const tables = new Map<string, Map<string, Counter>>();
+  const table = (slot: string): Map<string, Counter> => {
+    let found = tables.get(slot);
+    if (found === undefined) {
+      found = new Map();
+      tables.set(slot, found);
+    }
+    return found;
+  };
   // A binary min-heap of counters by end; stale entries (replaced or deleted) are skipped.
   const heap: Counter[] = [];
 
@@ -112,29 +118,25 @@ export function createMemoryStore(options: MemoryStoreOptions): MemoryStore {
       const top = heap[0] as Counter;
       if (top.endsAt > nowMs) return;
       popTop();
-      if (counters.get(top.key) === top) counters.delete(top.key);
+      const owner = tables.get(top.slot);
+      if (owner?.get(top.subject) === top) owner.delete(top.subject);
     }
   };
   // A live counter, or undefined when there is none or it has ended.
-  const live = (key: string, nowMs: number): Counter | undefined => {
-    const counter = counters.get(key);
+  const live = (slot: string, subject: string, nowMs: number): Counter | undefined => {
+    const counter = tables.get(slot)?.get(subject);
     return counter !== undefined && counter.endsAt > nowMs ? counter : undefined;
   };
-  const create = (key: string, value: number, endsAt: number): Counter => {
-    const counter: Counter = { key, value, endsAt };
-    counters.set(key, counter);
+  const create = (slot: string, subject: string, value: number, endsAt: number): Counter => {
+    const counter: Counter = { slot, subject, value, endsAt };
+    table(slot).set(subject, counter);
     push(counter);
     return counter;
   };
   const look = (subject: string, slots: readonly Slot[], nowMs: number) => {
-    const keys: string[] = [];
     const found: Array<Counter | undefined> = [];
-    for (const slot of slots) {
-      const key = counterKey(subject, slot);
-      keys.push(key);
-      found.push(live(key, nowMs));
-    }
-    return { keys, found };
+    for (const slot of slots) found.push(live(slot.name, subject, nowMs));
+    return found;
   };
   const report = (
     slots: readonly Slot[],
@@ -159,7 +161,7 @@ export function createMemoryStore(options: MemoryStoreOptions): MemoryStore {
     healthy: () => true,
     commit(subject, slots, cost, force, nowMs) {
       sweep(nowMs, SWEEP_PER_COUNT);
-      const { keys, found } = look(subject, slots, nowMs);
+      const found = look(subject, slots, nowMs);
       let room = true;
       for (let i = 0; i < slots.length; i++) {
         if (refuses(found[i]?.value ?? 0, false, cost, (slots[i] as Slot).limit)) room = false;
@@ -168,7 +170,8 @@ export function createMemoryStore(options: MemoryStoreOptions): MemoryStore {
       for (let i = 0; i < slots.length; i++) {
         const counter = found[i];
         if (counter === undefined) {
-          found[i] = create(keys[i] as string, cost, slotEnd(slots[i] as Slot, nowMs));
+          const slot = slots[i] as Slot;
+          found[i] = create(slot.name, subject, cost, slotEnd(slot, nowMs));
         } else {
           counter.value += cost;
         }
@@ -176,33 +179,39 @@ export function createMemoryStore(options: MemoryStoreOptions): MemoryStore {
       return report(slots, found, true, nowMs);
     },
     read(subject, slots, nowMs) {
-      return report(slots, look(subject, slots, nowMs).found, false, nowMs);
+      return report(slots, look(subject, slots, nowMs), false, nowMs);
     },
     takeBack(subject, slots, points, _where, nowMs) {
-      for (const counter of look(subject, slots, nowMs).found) {
+      for (const counter of look(subject, slots, nowMs)) {
         if (counter !== undefined) counter.value = Math.max(0, counter.value - points);
       }
       return Promise.resolve();
     },
     reset(subject, slots) {
-      for (const slot of slots) counters.delete(counterKey(subject, slot));
+      for (const slot of slots) tables.get(slot.name)?.delete(subject);
       return Promise.resolve();
     },
     save(nowMs) {
       const saved: SavedCounter[] = [];
-      for (const counter of counters.values()) {
-        if (counter.endsAt > nowMs) {
-          saved.push({ key: counter.key, value: counter.value, endsAt: counter.endsAt });
+      for (const owner of tables.values()) {
+        for (const { slot, subject, value, endsAt } of owner.values()) {
+          if (endsAt > nowMs) saved.push({ key: `${slot}|${subject}`, value, endsAt });
         }
       }
       return saved;
     },
     restore(saved, nowMs) {
       for (const { key, value, endsAt } of saved) {
-        if (endsAt > nowMs && live(key, nowMs) === undefined) create(key, value, endsAt);
+        // Counter names never hold `|` (plan, client and limit names cannot), subjects may.
+        const bar = key.indexOf("|");
+        const slot = key.slice(0, bar);
+        const subject = key.slice(bar + 1);
+        if (bar > 0 && endsAt > nowMs && live(slot, subject, nowMs) === undefined) {
+          create(slot, subject, value, endsAt);
+        }
       }
     },
-    size: () => counters.size,
+    size: () => [...tables.values()].reduce((total, owner) => total + owner.size, 0),
     sweep: (nowMs) => sweep(nowMs, Number.POSITIVE_INFINITY),
     close: () => clearInterval(timer),
   };

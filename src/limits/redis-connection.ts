@@ -8,6 +8,7 @@ import { Cluster, Redis, type RedisOptions } from "ioredis";
 import type { Logger } from "pino";
 import type { Metrics } from "../metrics.js";
 import type { RedisSettings } from "./plans.js";
+import { guardedConnector } from "./redis-sockets.js";
 
 /** How often Redis is asked whether it answers, so readiness follows it within 2 s. */
 const HEALTH_INTERVAL_MS = 500;
@@ -42,6 +43,8 @@ function nodeOptions(settings: RedisSettings): RedisOptions {
     commandTimeout: settings.timeoutMs,
     autoResendUnfulfilledCommands: false,
     connectTimeout: Math.max(settings.timeoutMs, HEALTH_DEADLINE_MS),
+    // A socket fault after ioredis reported one must not end the process (see redis-sockets.ts).
+    Connector: guardedConnector(settings.topology.kind === "sentinel"),
     ...(settings.username === undefined ? {} : { username: settings.username }),
     ...(settings.password === undefined ? {} : { password: settings.password }),
     ...(tls === undefined

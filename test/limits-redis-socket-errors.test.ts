@@ -25,11 +25,18 @@ t.test("a TLS fault then a reset on one socket is an outage, not a crash", async
 
   // The client side of the relay, found by the relay's port towards the TLS server.
   const clients = new Map<number, Socket>();
+  // Every socket of the servers, destroyed at the end so that nothing keeps the test alive.
+  const sockets = new Set<Socket>();
+  const track = (socket: Socket): void => {
+    sockets.add(socket);
+    socket.once("close", () => sockets.delete(socket));
+  };
   const server = createTlsServer({
     key: await readFile(certs.keyFile),
     cert: await readFile(certs.certFile),
   });
   // The first command after the handshake is answered with bytes that are no TLS record.
+  server.on("connection", track);
   server.on("secureConnection", (socket) => {
     socket.on("error", () => undefined);
     socket.once("data", () => clients.get(socket.remotePort ?? 0)?.write("garbage\r\n"));
@@ -37,14 +44,14 @@ t.test("a TLS fault then a reset on one socket is an outage, not a crash", async
   const serverPort = await refusingPort();
   server.listen(serverPort, "127.0.0.1");
   await once(server, "listening");
-  // Not awaited: the servers finish closing when the connection, closed last, lets go.
-  t.teardown(() => void server.close());
   // A plain TCP relay in front of the server, so that the test can reset the client's socket.
   const relay = createServer((client) => {
+    track(client);
     client.on("error", () => undefined);
     const toServer = connect(serverPort, "127.0.0.1", () =>
       clients.set(toServer.localPort ?? 0, client),
     );
+    track(toServer);
     toServer.on("error", () => undefined);
     client.pipe(toServer);
     toServer.on("data", (data: Buffer) => client.destroyed || client.write(data));
@@ -52,7 +59,6 @@ t.test("a TLS fault then a reset on one socket is an outage, not a crash", async
   const relayPort = await refusingPort();
   relay.listen(relayPort, "127.0.0.1");
   await once(relay, "listening");
-  t.teardown(() => void relay.close());
 
   const metrics = createMetrics();
   const connection = connectRedis(
@@ -69,7 +75,14 @@ t.test("a TLS fault then a reset on one socket is an outage, not a crash", async
     },
     { log: pino({ level: "silent" }), metrics },
   );
-  t.teardown(() => connection.close());
+  t.teardown(async () => {
+    await connection.close();
+    for (const socket of sockets) socket.destroy();
+    await Promise.all([
+      new Promise((done) => server.close(done)),
+      new Promise((done) => relay.close(done)),
+    ]);
+  });
   const [tlsError] = (await once(connection.client, "error")) as [Error];
   t.match(tlsError.message, /SSL|TLS/, "the garbage is a TLS error");
   // Then the connection is reset: the same socket reports a second error.

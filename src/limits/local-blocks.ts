@@ -10,7 +10,7 @@ import { refuses, slotEnd, type Counted, type Slot } from "./counters.js";
 /** Records kept at most; beyond, the oldest is dropped (it only costs one Redis call later). */
 const MAX_RECORDS = 10_000;
 
-interface Record {
+interface Remembered {
   /** The slots the refusal was for; another array (a reload, a new period) voids the record. */
   readonly slots: readonly Slot[];
   readonly counted: Counted;
@@ -28,7 +28,7 @@ export interface LocalBlocks {
 
 /** Creates an empty record. */
 export function createLocalBlocks(): LocalBlocks {
-  const records = new Map<string, Record>();
+  const records = new Map<string, Remembered>();
   return {
     check(subject, slots, cost, nowMs) {
       const record = records.get(subject);

@@ -163,6 +163,7 @@ export function createRedisStore(
     async reset(subject, slots) {
       blocks.forget(subject);
       await fallback?.reset(subject, slots);
+      if (slots.length === 0) return;
       await client.del(...slots.map((slot) => redisKey(settings.keyPrefix, subject, slot)));
       // Every replica forgets its record of refusals for the subject, or it would go on
       // refusing the client until the window it remembers ends.

@@ -60,7 +60,7 @@ interface ScriptClient {
   [COMMAND](...args: Array<string | number>): Promise<number[]>;
 }
 
-/** A Redis store; `close` stops its fallback's background sweep. */
+/** A Redis store; `close` stops its fallback's background sweep and its reset subscription. */
 export type RedisStore = CounterStore & { close(): void };
 
 /** The key of one counter in Redis. */

@@ -6,7 +6,7 @@ import t from "tap";
 import { MAX_WAITING } from "../src/http/connections.js";
 import { configFor, startTestGatehouse } from "./helpers/gatehouse.js";
 import { exchange } from "./helpers/pipeline.js";
-import { startUpstream, type UpstreamHandler } from "./helpers/upstream.js";
+import { startSlowUpstream, startUpstream } from "./helpers/upstream.js";
 
 const ROUTES = `routes:
   - path: /v1/echo
@@ -14,23 +14,7 @@ const ROUTES = `routes:
     auth: none
 `;
 
-/** An upstream answering each request a little later, recording how many it held at once. */
-async function slowUpstream() {
-  const seen = { inFlight: 0, most: 0 };
-  const handler: UpstreamHandler = (req, res) => {
-    seen.inFlight++;
-    seen.most = Math.max(seen.most, seen.inFlight);
-    setTimeout(() => {
-      seen.inFlight--;
-      const body = JSON.stringify({ url: req.url });
-      res.writeHead(200, { "content-type": "application/json", "content-length": body.length });
-      res.end(body);
-    }, 20);
-  };
-  return { upstream: await startUpstream(handler), seen };
-}
-
-const { upstream, seen } = await slowUpstream();
+const { upstream, seen } = await startSlowUpstream(20);
 const gh = await startTestGatehouse(configFor(upstream.url, ROUTES));
 t.teardown(async () => {
   await gh.close();

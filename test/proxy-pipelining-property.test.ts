@@ -9,20 +9,10 @@ import fc from "fast-check";
 import t from "tap";
 import { configFor, startTestGatehouse } from "./helpers/gatehouse.js";
 import { exchange } from "./helpers/pipeline.js";
-import { startUpstream } from "./helpers/upstream.js";
+import { startSlowUpstream } from "./helpers/upstream.js";
 
-const seen = { inFlight: 0, most: 0 };
-const upstream = await startUpstream((req, res) => {
-  seen.inFlight++;
-  seen.most = Math.max(seen.most, seen.inFlight);
-  // Answered a little later, so a request forwarded too early would find this one in flight.
-  setTimeout(() => {
-    seen.inFlight--;
-    const body = JSON.stringify({ url: req.url });
-    res.writeHead(200, { "content-type": "application/json", "content-length": body.length });
-    res.end(body);
-  }, 2);
-});
+// Answered a little later, so a request forwarded too early would find another one in flight.
+const { upstream, seen } = await startSlowUpstream(2);
 const gh = await startTestGatehouse(
   configFor(
     upstream.url,

@@ -67,3 +67,24 @@ export async function startUpstream(handler: UpstreamHandler = echo): Promise<Up
   const { port } = server.address() as AddressInfo;
   return Object.assign(upstream, { url: `http://127.0.0.1:${port}`, port });
 }
+
+/**
+ * An upstream that answers each request `delayMs` later, counting the requests it holds at once
+ * (`seen.most`), so a test can tell whether gatehouse ever forwarded two of a connection together.
+ */
+export async function startSlowUpstream(
+  delayMs: number,
+): Promise<{ upstream: Upstream; seen: { inFlight: number; most: number } }> {
+  const seen = { inFlight: 0, most: 0 };
+  const upstream = await startUpstream((req, res) => {
+    seen.inFlight++;
+    seen.most = Math.max(seen.most, seen.inFlight);
+    setTimeout(() => {
+      seen.inFlight--;
+      const body = JSON.stringify({ url: req.url });
+      res.writeHead(200, { "content-type": "application/json", "content-length": body.length });
+      res.end(body);
+    }, delayMs);
+  });
+  return { upstream, seen };
+}

@@ -175,7 +175,9 @@ for (const [what, request, status] of closing) {
     const before = upstream.received.length;
     const { responses, closedByServer, text } = await exchange(
       gh.port,
-      request + get(`/v1/echo?${tag}=1`) + get(`/v1/echo?${tag}=2`),
+      request +
+        get(`/v1/echo?${tag}=1`) +
+        `GET /v1/echo?${tag}=2 HTTP/1.1\r\nHost: gatehouse.test\r\n${UPGRADE}\r\n`,
       3,
     );
     t.ok(closedByServer, "gatehouse closed the connection");

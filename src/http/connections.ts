@@ -125,14 +125,16 @@ export function manageConnections(
   }
 
   // Node hands over a connection at a request carrying Upgrade; it is taken back once the
-  // answers owed before that request are written.
+  // answers owed before that request are written. Read behind an answer that closes (the
+  // connection is then forgotten or no longer accepting), it is dropped like any other request.
   server.on("upgrade", (req: IncomingMessage, socket: Socket, rest: Buffer) => {
     const connection = open.get(socket);
+    if (connection === undefined || !connection.accepting) return;
     const takeBack = (): void => {
-      if (connection !== undefined) forget(connection);
+      forget(connection);
       if (!socket.destroyed) serveAsPlainHttp(server, req, socket, rest);
     };
-    if (connection?.current === undefined) takeBack();
+    if (connection.current === undefined) takeBack();
     else connection.then = takeBack;
   });
 

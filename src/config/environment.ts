@@ -68,27 +68,3 @@ export function environmentProblems(data: unknown, around: Surroundings): BuildP
     ),
   ];
 }
-
-/** The keys at which building a snapshot may report a problem, for locating it in the file. */
-export function environmentPaths(data: unknown): PropertyKey[][] {
-  const previous = field(field(data, "tokens"), "previous_keys");
-  const clients = field(data, "clients");
-  return [
-    ["tokens", "signing", "secret_env"],
-    ["tokens", "signing", "key_file"],
-    ["admin_token_env"],
-    ["limits", "store"],
-    ["limits", "redis", "password_env"],
-    ["limits", "redis", "sentinel", "password_env"],
-    ["limits", "redis", "tls", "ca_file"],
-    ...(Array.isArray(previous) ? previous : []).map((_, index) => [
-      "tokens",
-      "previous_keys",
-      index,
-    ]),
-    ...(Array.isArray(clients) ? clients : []).flatMap((_, index) => [
-      ["clients", index, "secret_env"],
-      ["clients", index, "secret_hash"],
-    ]),
-  ];
-}

@@ -1,6 +1,8 @@
 /**
  * Reads the configuration file: YAML 1.2 (core schema, unique keys, bounded aliases), then the
- * schema. Every problem is reported at once, each with its line and column.
+ * schema. Every problem is reported at once, each with its line and column. A plain file that the
+ * schema accepts is read the fast way (plain-yaml); anything else, and every position, comes
+ * from the full parser.
  */
 import { readFile } from "node:fs/promises";
 import {
@@ -14,8 +16,9 @@ import {
   type Node,
 } from "yaml";
 import type { z } from "zod";
-import { environmentPaths, environmentProblems, type Surroundings } from "./environment.js";
+import { environmentProblems, type Surroundings } from "./environment.js";
 import { where } from "./key-path.js";
+import { readPlainYaml } from "./plain-yaml.js";
 import { FileSchema, type FileConfig } from "./schema.js";
 
 /** One problem in the configuration file, at a line and column (both from 1). */
@@ -41,17 +44,41 @@ export class ConfigError extends Error {
 export type Position = { line: number; col: number };
 
 /**
- * A parsed file: its validated content, and where the keys that building may find a problem at
- * (secrets, key files) are, by their `where` names. Plain data, so it can cross threads.
+ * A parsed file: its validated content, and its text, for locating a problem that building it
+ * finds (an unset secret, an unreadable key file). Plain data, so it can cross threads.
  */
 export interface ParsedConfig {
   readonly file: FileConfig;
-  readonly places: Readonly<Record<string, Position>>;
+  readonly text: string;
 }
 
-/** Where `path` is in a parsed file (the top of the file when it was not recorded). */
+/** The full parser's reading of a file, with positions in its text as a reader counts them. */
+interface FullParse {
+  readonly doc: Document;
+  readonly at: (offset: number) => Position;
+}
+
+const located = new WeakMap<ParsedConfig, FullParse>();
+
+/**
+ * Where `path` is in a parsed file. Only a file with a problem is located, so its text is read
+ * again by the full parser then, once for all its problems.
+ */
 export function locate(parsed: ParsedConfig, path: readonly PropertyKey[]): Position {
-  return parsed.places[where(path)] ?? { line: 1, col: 1 };
+  let full = located.get(parsed);
+  if (full === undefined) located.set(parsed, (full = fullParse(parsed.text)));
+  return full.at(offsetOf(full.doc, path));
+}
+
+function fullParse(text: string): FullParse {
+  const lineCounter = new LineCounter();
+  const doc = parseDocument(text, {
+    lineCounter,
+    uniqueKeys: true,
+    prettyErrors: false,
+    strict: true,
+  });
+  return { doc, at: (offset) => position(text, lineCounter, offset) };
 }
 
 /** Reads `path` whole; throws ConfigError when it cannot be read. */
@@ -70,15 +97,12 @@ export async function readConfigText(path: string): Promise<string> {
  * the error lists every kind of problem at once.
  */
 export function parseConfigText(text: string, name: string, around?: Surroundings): ParsedConfig {
-  const lineCounter = new LineCounter();
-  const doc = parseDocument(text, {
-    lineCounter,
-    uniqueKeys: true,
-    prettyErrors: false,
-    strict: true,
-  });
-  const at = (offset: number) => position(text, lineCounter, offset);
-
+  const plain = readPlainYaml(text);
+  if (plain !== undefined) {
+    const result = FileSchema.safeParse(plain.value ?? {}, { reportInput: true });
+    if (result.success) return { file: result.data, text };
+  }
+  const { doc, at } = fullParse(text);
   if (doc.errors.length > 0) {
     throw new ConfigError(
       name,
@@ -103,9 +127,7 @@ export function parseConfigText(text: string, name: string, around?: Surrounding
     problems.sort((a, b) => a.line - b.line || a.col - b.col);
     throw new ConfigError(name, problems);
   }
-  const places: Record<string, Position> = {};
-  for (const path of environmentPaths(result.data)) places[where(path)] = at(offsetOf(doc, path));
-  return { file: result.data, places };
+  return { file: result.data, text };
 }
 
 function yamlMessage(code: string, message: string): string {

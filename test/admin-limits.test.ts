@@ -11,6 +11,7 @@ import { configFor, startTestGatehouse, type TestGatehouse } from "./helpers/gat
 import { startTestRedis } from "./helpers/redis.js";
 import { clientsYaml, obtainToken, type TestClient } from "./helpers/tokens.js";
 import { startUpstream } from "./helpers/upstream.js";
+import { metric } from "./helpers/metrics.js";
 
 const upstream = await startUpstream();
 t.teardown(() => upstream.close());
@@ -39,15 +40,13 @@ ${store}${extra}`,
   );
 }
 
-const admin = (g: TestGatehouse): string => `http://127.0.0.1:${g.gatehouse.adminAddress.port}`;
-
 async function call(
   g: TestGatehouse,
   path: string,
   method = "GET",
   headers: Record<string, string> = {},
 ): Promise<{ status: number; body: Record<string, unknown> | undefined }> {
-  const response = await fetch(`${admin(g)}${path}`, { method, headers });
+  const response = await fetch(`${g.adminUrl}${path}`, { method, headers });
   const text = await response.text();
   return { status: response.status, body: text === "" ? undefined : JSON.parse(text) };
 }
@@ -157,11 +156,11 @@ t.test("the admin token: refused without it, allowed with it; /metrics needs non
     ).status,
     200,
   );
-  t.equal((await fetch(`${admin(g)}/metrics`)).status, 200, "Prometheus scrapes without a token");
-  const refused = await cli(["limits", "show", "reporting-app", "--admin", admin(g)]);
+  t.equal((await fetch(`${g.adminUrl}/metrics`)).status, 200, "Prometheus scrapes without a token");
+  const refused = await cli(["limits", "show", "reporting-app", "--admin", g.adminUrl]);
   t.equal(refused.code, 1, "the CLI without the token fails");
   t.match(refused.stderr, /401 unauthorized/);
-  const allowed = await cli(["limits", "reset", "reporting-app", "--admin", admin(g)], {
+  const allowed = await cli(["limits", "reset", "reporting-app", "--admin", g.adminUrl], {
     GATEHOUSE_ADMIN_TOKEN: adminToken,
   });
   t.equal(allowed.code, 0, "with $GATEHOUSE_ADMIN_TOKEN it resets");
@@ -191,25 +190,25 @@ t.test("gatehouse limits show and reset against a running gatehouse", async (t) 
   t.teardown(() => g.close());
   const token = await obtainToken(g.url, APP);
   await items(g, token);
-  const shown = await cli(["limits", "show", "reporting-app", "--admin", admin(g)]);
+  const shown = await cli(["limits", "show", "reporting-app", "--admin", g.adminUrl]);
   t.equal(shown.code, 0);
   t.match(shown.stdout, /^client reporting-app {2}plan standard\n/);
   t.match(shown.stdout, /^NAME\s+KIND\s+LIMIT\s+REMAINING\s+RESET\s+WINDOW$/m);
   t.match(shown.stdout, /^burst\s+rate\s+2\s+1\s+\d+s\s+1h$/m);
   t.match(shown.stdout, /^quota\s+quota\s+100\s+99\s+\d+s\s+month$/m);
-  const json = await cli(["limits", "show", "reporting-app", "--json", "--admin", admin(g)]);
+  const json = await cli(["limits", "show", "reporting-app", "--json", "--admin", g.adminUrl]);
   t.match(JSON.parse(json.stdout), {
     client: "reporting-app",
     limits: [{ name: "burst" }, {}, {}],
   });
   const address = await cli(["limits", "show", "127.0.0.1", "--address"], {
-    GATEHOUSE_ADMIN_URL: admin(g),
+    GATEHOUSE_ADMIN_URL: g.adminUrl,
   });
   t.match(address.stdout, /^address 127\.0\.0\.1 {2}plan anonymous$/m);
-  const reset = await cli(["limits", "reset", "reporting-app", "--admin", admin(g)]);
+  const reset = await cli(["limits", "reset", "reporting-app", "--admin", g.adminUrl]);
   t.equal(reset.code, 0);
   t.match(reset.stdout, /reset the counters of client reporting-app/);
-  const unknown = await cli(["limits", "show", "nobody", "--admin", admin(g)]);
+  const unknown = await cli(["limits", "show", "nobody", "--admin", g.adminUrl]);
   t.equal(unknown.code, 1, "an unknown client fails");
   t.match(unknown.stderr, /404 not_found/);
   t.equal((await cli(["limits", "show"])).code, 2, "usage");
@@ -238,13 +237,7 @@ t.test("on a Redis shared by two gatehouses, a reset holds for every replica", a
   const b = await startTestGatehouse(yaml, { env });
   t.teardown(() => b.close());
   for (const g of [a, b]) {
-    t.ok(
-      await eventually(async () =>
-        (await fetch(`${admin(g)}/metrics`))
-          .text()
-          .then((m) => /gatehouse_limiter_store_up 1/.test(m)),
-      ),
-    );
+    t.ok(await eventually(async () => (await metric(g, "gatehouse_limiter_store_up")) === 1));
   }
   const token = await obtainToken(a.url, APP);
   t.strictSame([await items(a, token), await items(b, token)], [200, 200]);

@@ -3,9 +3,10 @@ import { readFile } from "node:fs/promises";
 import t from "tap";
 import { generateKeyPem } from "../src/tokens/keys.js";
 import { hashSecret } from "../src/tokens/secrets.js";
-import { configFor, startTestGatehouse, type TestGatehouse } from "./helpers/gatehouse.js";
+import { configFor, startTestGatehouse } from "./helpers/gatehouse.js";
 import { json, send } from "./helpers/client.js";
 import { startUpstream } from "./helpers/upstream.js";
+import { scrape } from "./helpers/metrics.js";
 
 const upstream = await startUpstream();
 t.teardown(() => upstream.close());
@@ -15,10 +16,6 @@ const ENV_SECRET = "admin-test-env-secret-9c3d5e";
 const REDIS_PASSWORD = "redis-pa55word-7b1e";
 const keyPem = await generateKeyPem("EdDSA");
 const secretHash = await hashSecret(CLIENT_SECRET);
-
-function adminUrl(gh: TestGatehouse): string {
-  return `http://127.0.0.1:${gh.gatehouse.adminAddress.port}`;
-}
 
 function withCredentials(extra = ""): string {
   return configFor(
@@ -49,7 +46,7 @@ const gh = await startTestGatehouse(withCredentials(), {
 t.teardown(() => gh.close());
 
 t.test("GET /config shows the config in force with its defaults", async (t) => {
-  const answer = await send(`${adminUrl(gh)}/config`);
+  const answer = await send(`${gh.adminUrl}/config`);
   t.equal(answer.status, 200);
   t.match(answer.headers["content-type"], /^application\/json/);
   const config = json(answer) as {
@@ -75,7 +72,7 @@ t.test("GET /config shows the config in force with its defaults", async (t) => {
 });
 
 t.test("GET /config shows no secret, secret hash or key", async (t) => {
-  const body = (await send(`${adminUrl(gh)}/config`)).body.toString("utf8");
+  const body = (await send(`${gh.adminUrl}/config`)).body.toString("utf8");
   const keyBody = keyPem.split("\n")[1] as string;
   for (const [what, value] of [
     ["the client secret", CLIENT_SECRET],
@@ -93,7 +90,7 @@ t.test("GET /config shows no secret, secret hash or key", async (t) => {
 t.test("GET /config follows a reload", async (t) => {
   await gh.writeConfig(withCredentials("  - path: /v1/reports\n    methods: [GET]\n"));
   t.equal(await gh.gatehouse.reload(), "success");
-  const config = json(await send(`${adminUrl(gh)}/config`)) as { routes: Array<{ path: string }> };
+  const config = json(await send(`${gh.adminUrl}/config`)) as { routes: Array<{ path: string }> };
   t.strictSame(
     config.routes.map((route) => route.path),
     ["/v1/items", "/v1/reports"],
@@ -102,32 +99,30 @@ t.test("GET /config follows a reload", async (t) => {
 
 t.test("GET /version is package.json's version", async (t) => {
   const { version } = JSON.parse(await readFile("package.json", "utf8")) as { version: string };
-  const answer = await send(`${adminUrl(gh)}/version`);
+  const answer = await send(`${gh.adminUrl}/version`);
   t.equal(answer.status, 200);
   t.strictSame(json(answer), { version });
   t.match(version, /^\d+\.\d+\.\d+/);
 });
 
 t.test("a query is ignored; HEAD is answered as GET, without a body", async (t) => {
-  t.equal((await send(`${adminUrl(gh)}/version?pretty=1`)).status, 200);
-  const head = await send(`${adminUrl(gh)}/version`, { method: "HEAD" });
+  t.equal((await send(`${gh.adminUrl}/version?pretty=1`)).status, 200);
+  const head = await send(`${gh.adminUrl}/version`, { method: "HEAD" });
   t.equal(head.status, 200);
   t.equal(head.body.length, 0);
 });
 
 t.test("an unknown path is 404 not_found; another method 405 with Allow", async (t) => {
-  const missing = await send(`${adminUrl(gh)}/configs`);
+  const missing = await send(`${gh.adminUrl}/configs`);
   t.equal(missing.status, 404);
   t.equal(json(missing).error, "not_found");
   t.match(json(missing).message, /GET \/config/);
-  const wrong = await send(`${adminUrl(gh)}/config`, { method: "POST" });
+  const wrong = await send(`${gh.adminUrl}/config`, { method: "POST" });
   t.equal(wrong.status, 405);
   t.equal(wrong.headers.allow, "GET");
   t.equal(json(wrong).error, "method_not_allowed");
 });
 
 t.test("GET /metrics still serves Prometheus text", async (t) => {
-  const answer = await send(`${adminUrl(gh)}/metrics`);
-  t.equal(answer.status, 200);
-  t.match(answer.body.toString("utf8"), /^# HELP /m);
+  t.match(await scrape(gh), /^# HELP /m);
 });

@@ -14,6 +14,7 @@ import { configFor, startTestGatehouse, type TestGatehouse } from "./helpers/gat
 import { rawRequest } from "./helpers/raw.js";
 import { clientsYaml, obtainToken, type TestClient } from "./helpers/tokens.js";
 import { startUpstream } from "./helpers/upstream.js";
+import { scrape } from "./helpers/metrics.js";
 
 const APP: TestClient = { id: "reporting-app", secret: "correct-horse-battery-staple-42" };
 const OTHER: TestClient = { id: "billing", secret: "another-long-secret-for-billing" };
@@ -596,9 +597,7 @@ t.test(
 );
 
 t.test("refusals are counted in the failures metric by reason", async (t) => {
-  const text = await (
-    await fetch(`http://127.0.0.1:${g.gatehouse.adminAddress.port}/metrics`)
-  ).text();
+  const text = await scrape(g);
   for (const reason of ["bearer_missing", "bearer_malformed", "bearer_invalid", "bearer_expired"]) {
     t.match(
       text,

@@ -6,6 +6,7 @@ import t from "tap";
 import { configJsonSchema } from "../src/config/json-schema.js";
 import { startUpstream } from "./helpers/upstream.js";
 import { startCli } from "./helpers/cli.js";
+import { scrape } from "./helpers/metrics.js";
 
 // The CLI is tested by running the built command (`npm test` builds before tap runs).
 const CLI = "dist/src/cli.js";
@@ -111,8 +112,7 @@ t.test("run serves, answers /healthz, and exits 0 on SIGTERM", async (t) => {
   const status = await fetch(`${cli.url}/status`);
   t.equal(status.status, 200);
   t.equal(upstream.received.length, 1);
-  const metrics = await fetch(`${cli.adminUrl}/metrics`);
-  t.match(await metrics.text(), /gatehouse_requests_total\{route="\/status",status="200"/);
+  t.match(await scrape(cli.adminUrl), /gatehouse_requests_total\{route="\/status",status="200"/);
   t.equal(await cli.stop("SIGTERM"), 0);
   t.ok(
     cli

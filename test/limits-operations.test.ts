@@ -6,6 +6,7 @@ import t from "tap";
 import { startTestGatehouse, configFor } from "./helpers/gatehouse.js";
 import { startUpstream } from "./helpers/upstream.js";
 import { refusingPort } from "./helpers/ports.js";
+import { scrape } from "./helpers/metrics.js";
 
 const upstream = await startUpstream();
 t.teardown(() => upstream.close());
@@ -46,9 +47,7 @@ t.test(
     t.match(dryRuns[0], { refusal: "rate_limited", plan: "anonymous" });
     const decisions = g.logs.filter((l) => l.msg === "request").map((l) => l.decision);
     t.strictSame(decisions, ["allowed", "dry_run_rate_limited", "dry_run_rate_limited"]);
-    const metrics = await (
-      await fetch(`http://127.0.0.1:${g.gatehouse.adminAddress.port}/metrics`)
-    ).text();
+    const metrics = await scrape(g);
     t.match(
       metrics,
       /gatehouse_limit_refusals_total\{refusal="rate_limited",dry_run="true",plan="anonymous",limit="default"\} 2/,

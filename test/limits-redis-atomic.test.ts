@@ -15,6 +15,7 @@ import { startUpstream } from "./helpers/upstream.js";
 import { createMetrics } from "../src/metrics.js";
 import { connectRedis } from "../src/limits/redis-connection.js";
 import { createRedisStore } from "../src/limits/redis-store.js";
+import { metric } from "./helpers/metrics.js";
 
 const upstream = await startUpstream();
 t.teardown(() => upstream.close());
@@ -44,13 +45,6 @@ routes:
     cost: 2
 `,
   );
-}
-
-async function metric(g: TestGatehouse, name: string): Promise<number> {
-  const { port } = g.gatehouse.adminAddress;
-  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-  const line = text.split("\n").find((row) => row.startsWith(`${name} `));
-  return line === undefined ? Number.NaN : Number(line.slice(line.lastIndexOf(" ") + 1));
 }
 
 /**

@@ -5,7 +5,8 @@ import { randomBytes } from "node:crypto";
 import t, { type Test } from "tap";
 import { eventually } from "./helpers/client.js";
 import { configFor, startTestGatehouse, type TestGatehouse } from "./helpers/gatehouse.js";
-import { connected, get, metric, readiness } from "./helpers/redis-gatehouse.js";
+import { connected, get, readiness } from "./helpers/redis-gatehouse.js";
+import { metric, scrape } from "./helpers/metrics.js";
 import { startAclRedis } from "./helpers/redis-topologies.js";
 import { startUpstream } from "./helpers/upstream.js";
 
@@ -52,10 +53,6 @@ async function started(
   return g;
 }
 
-async function metricsText(g: TestGatehouse): Promise<string> {
-  return (await fetch(`http://127.0.0.1:${g.gatehouse.adminAddress.port}/metrics`)).text();
-}
-
 t.test("an ACL user with its password counts; the password is nowhere to be seen", async (t) => {
   const g = await started(t, aclConfig(), { env: { REDIS_PASSWORD: PASSWORD } });
   t.ok(await connected(g), "authenticated");
@@ -63,7 +60,7 @@ t.test("an ACL user with its password counts; the password is nowhere to be seen
   t.equal(response.status, 200);
   t.equal(response.headers.get("x-ratelimit-remaining"), "1", "counted in Redis");
   t.notOk(JSON.stringify(g.logs).includes(PASSWORD), "not in the logs");
-  t.notOk((await metricsText(g)).includes(PASSWORD), "not in /metrics");
+  t.notOk((await scrape(g)).includes(PASSWORD), "not in /metrics");
 });
 
 // Each policy after a failed authentication, as after any outage.

@@ -7,6 +7,7 @@ import { configFor, startTestGatehouse, type TestGatehouse } from "./helpers/gat
 import { startTestRedis, type TestRedis } from "./helpers/redis.js";
 import { basic, clientsYaml, postToken } from "./helpers/tokens.js";
 import { startUpstream } from "./helpers/upstream.js";
+import { metric, scrape } from "./helpers/metrics.js";
 
 const upstream = await startUpstream();
 t.teardown(() => upstream.close());
@@ -54,19 +55,10 @@ async function get(g: TestGatehouse, path = "/open"): Promise<Response> {
   return response;
 }
 
-async function metric(g: TestGatehouse, name: string): Promise<number> {
-  const { port } = g.gatehouse.adminAddress;
-  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-  const line = text.split("\n").find((row) => row.startsWith(name));
-  return line === undefined ? Number.NaN : Number(line.slice(line.lastIndexOf(" ") + 1));
-}
-
 // Every count of the test went to Redis: none fell back, none failed.
 async function noFallback(t: Test, g: TestGatehouse): Promise<void> {
   t.equal(await metric(g, "gatehouse_limiter_fallbacks_total"), 0, "nothing fell back");
-  const { port } = g.gatehouse.adminAddress;
-  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-  t.notMatch(text, /^gatehouse_limiter_store_errors_total\{/m, "nothing failed");
+  t.notMatch(await scrape(g), /^gatehouse_limiter_store_errors_total\{/m, "nothing failed");
 }
 
 async function withRedis(t: Test): Promise<TestRedis> {
@@ -163,7 +155,7 @@ t.test("on_outage open: forwarded uncounted, without limit headers", async (t) =
     t.equal(response.headers.get("x-ratelimit-limit"), null, "no headers while uncounted");
   }
   t.equal(upstream.received.length - before, 4);
-  t.equal(await metric(g, 'gatehouse_limiter_store_errors_total{on_outage="open"}'), 4);
+  t.equal(await metric(g, "gatehouse_limiter_store_errors_total", { on_outage: "open" }), 4);
   t.equal((await fetch(`${g.url}/readyz`)).status, 200, "still ready");
   t.ok(
     await eventually(async () =>

@@ -9,6 +9,7 @@ import t, { type Test } from "tap";
 import { configFor, startTestGatehouse, type TestGatehouse } from "./helpers/gatehouse.js";
 import { clientsYaml, obtainToken, type TestClient } from "./helpers/tokens.js";
 import { startUpstream } from "./helpers/upstream.js";
+import { scrape } from "./helpers/metrics.js";
 
 const upstream = await startUpstream();
 t.teardown(() => upstream.close());
@@ -246,8 +247,7 @@ t.test("near-limit and refusal counts by plan and limit", async (t) => {
   const clock = { now: START };
   const g = await started(t, config(BURST_AND_SUSTAINED), clock);
   for (let i = 0; i < 3; i++) await get(g);
-  const { port } = g.gatehouse.adminAddress;
-  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  const text = await scrape(g);
   t.match(
     text,
     /gatehouse_limit_near_total\{plan="anonymous",limit="burst"\} 1\n/,

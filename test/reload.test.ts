@@ -17,6 +17,7 @@ import { startCli } from "./helpers/cli.js";
 import { eventually, send } from "./helpers/client.js";
 import { memoryLogger, startTestGatehouse } from "./helpers/gatehouse.js";
 import { startUpstream } from "./helpers/upstream.js";
+import { metric, scrape, type Scraped } from "./helpers/metrics.js";
 
 // A reload lands within about 150 ms (README, Operations); the deadline leaves room for a loaded
 // CI machine.
@@ -48,10 +49,8 @@ function becomes(url: string, expected: number): Promise<boolean> {
   return eventually(async () => (await status(url)) === expected, DEADLINE_MS);
 }
 
-async function reloadCount(adminUrl: string, result: string): Promise<number> {
-  const text = (await send(`${adminUrl}/metrics`)).body.toString();
-  const line = new RegExp(`^gatehouse_config_reloads_total\\{result="${result}"\\} (\\d+)$`, "m");
-  return Number(line.exec(text)?.[1] ?? 0);
+async function reloadCount(from: Scraped, result: string): Promise<number> {
+  return (await metric(from, "gatehouse_config_reloads_total", { result })) || 0;
 }
 
 t.test("an in-place write is picked up by the watcher", async (t) => {
@@ -134,12 +133,11 @@ t.test("a Kubernetes ConfigMap symlink swap is picked up by the watcher", async 
 t.test("a bad file changes nothing, is logged and counted; a good one recovers", async (t) => {
   const gh = await startTestGatehouse(config(["/v1/a"]), { watch: true });
   t.teardown(() => gh.close());
-  const adminUrl = `http://127.0.0.1:${gh.gatehouse.adminAddress.port}`;
   const hash = gh.gatehouse.config().hash;
 
   await gh.writeConfig(`${config(["/v1/a"])}routes: [\n`);
   t.ok(
-    await eventually(async () => (await reloadCount(adminUrl, "failure")) >= 1, DEADLINE_MS),
+    await eventually(async () => (await reloadCount(gh, "failure")) >= 1, DEADLINE_MS),
     'gatehouse_config_reloads_total{result="failure"} counts it',
   );
   t.equal(gh.gatehouse.config().hash, hash, "the snapshot in force is the old one");
@@ -149,13 +147,10 @@ t.test("a bad file changes nothing, is logged and counted; a good one recovers",
   t.equal(failure?.level, "error", "logged as an error");
   t.match(failure?.problems, [/proxy\.config\.yaml:\d+:\d+ /], "with file, line and column");
 
-  const failuresBefore = await reloadCount(adminUrl, "failure");
+  const failuresBefore = await reloadCount(gh, "failure");
   await gh.writeConfig(config(["/v1/a"], "unknown_key: 1\n"));
   t.ok(
-    await eventually(
-      async () => (await reloadCount(adminUrl, "failure")) > failuresBefore,
-      DEADLINE_MS,
-    ),
+    await eventually(async () => (await reloadCount(gh, "failure")) > failuresBefore, DEADLINE_MS),
     "an invalid key fails the reload too",
   );
   t.equal(gh.gatehouse.config().hash, hash);
@@ -166,7 +161,7 @@ t.test("a bad file changes nothing, is logged and counted; a good one recovers",
 
   await gh.writeConfig(config(["/v1/a", "/v1/fixed"]));
   t.ok(await becomes(`${gh.url}/v1/fixed`, 200), "the next good file is applied");
-  t.ok((await reloadCount(adminUrl, "success")) >= 1);
+  t.ok((await reloadCount(gh, "success")) >= 1);
   t.not(gh.gatehouse.config().hash, hash);
 });
 
@@ -285,11 +280,8 @@ t.test("gatehouse_config_info's hash is the sha256 of the file in force", async 
   const text = config(["/v1/a"]);
   const gh = await startTestGatehouse(text);
   t.teardown(() => gh.close());
-  const adminUrl = `http://127.0.0.1:${gh.gatehouse.adminAddress.port}`;
   const info = async () =>
-    /^gatehouse_config_info\{hash="([0-9a-f]+)"\} 1$/m.exec(
-      (await send(`${adminUrl}/metrics`)).body.toString(),
-    )?.[1];
+    /^gatehouse_config_info\{hash="([0-9a-f]+)"\} 1$/m.exec(await scrape(gh))?.[1];
   t.equal(await info(), createHash("sha256").update(text).digest("hex"));
   const next = config(["/v1/b"]);
   await gh.writeConfig(next);

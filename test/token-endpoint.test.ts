@@ -15,6 +15,7 @@ import {
   type TestClient,
 } from "./helpers/tokens.js";
 import { startUpstream } from "./helpers/upstream.js";
+import { scrape } from "./helpers/metrics.js";
 
 const APP: TestClient = { id: "reporting-app", secret: "correct-horse-battery-staple-42" };
 // RFC 6749 §2.3.1: characters that change meaning once form-encoded.
@@ -497,9 +498,7 @@ t.test("the JWKS publishes the current public key; other methods get 405", async
 });
 
 t.test("metrics count tokens issued and failures by reason", async (t) => {
-  const text = await (
-    await fetch(`http://127.0.0.1:${g.gatehouse.adminAddress.port}/metrics`)
-  ).text();
+  const text = await scrape(g);
   t.match(text, /^gatehouse_tokens_issued_total [1-9]\d*$/m);
   t.match(text, /^gatehouse_auth_failures_total\{reason="wrong_secret"\} [1-9]\d*$/m);
   t.match(text, /^gatehouse_auth_failures_total\{reason="unknown_client"\} [1-9]\d*$/m);

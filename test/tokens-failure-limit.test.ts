@@ -18,6 +18,7 @@ import {
   type TestClient,
 } from "./helpers/tokens.js";
 import { startUpstream } from "./helpers/upstream.js";
+import { scrape } from "./helpers/metrics.js";
 
 const APP: TestClient = { id: "reporting-app", secret: "correct-horse-battery-staple-42" };
 const OTHER: TestClient = { id: "billing", secret: "another-long-secret-for-billing" };
@@ -114,9 +115,7 @@ t.test("requests refused before authentication are not counted", async (t) => {
 });
 
 t.test("the refusals are counted in the failures metric", async (t) => {
-  const text = await (
-    await fetch(`http://127.0.0.1:${g.gatehouse.adminAddress.port}/metrics`)
-  ).text();
+  const text = await scrape(g);
   t.match(text, /^gatehouse_auth_failures_total\{reason="rate_limited"\} [1-9]\d*$/m);
 });
 

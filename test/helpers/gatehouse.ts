@@ -13,6 +13,8 @@ export interface TestGatehouse {
   /** http://127.0.0.1:PORT */
   readonly url: string;
   readonly port: number;
+  /** The admin listener: http://127.0.0.1:PORT */
+  readonly adminUrl: string;
   readonly dir: string;
   readonly configPath: string;
   /** Every log line written so far, parsed. */
@@ -62,6 +64,7 @@ export async function startTestGatehouse(
   return {
     gatehouse,
     url: `http://127.0.0.1:${port}`,
+    adminUrl: `http://127.0.0.1:${gatehouse.adminAddress.port}`,
     port,
     dir,
     configPath,

@@ -15,7 +15,7 @@ import {
   type Document,
   type Node,
 } from "yaml";
-import type { z } from "zod";
+import { z } from "zod";
 import { environmentProblems, type Surroundings } from "./environment.js";
 import { where } from "./key-path.js";
 import { readPlainYaml } from "./plain-yaml.js";
@@ -207,29 +207,32 @@ function editDistance(a: string, b: string): number {
 
 /** The keys the schema allows at an object path (array indexes and record names are stepped over). */
 function allowedKeys(path: readonly PropertyKey[]): string[] {
-  let schema: z.core.$ZodType = FileSchema;
-  for (const step of [...path, null]) {
+  let schema: z.ZodType | undefined = FileSchema;
+  for (const step of path) {
     schema = unwrap(schema);
-    const def = schema._zod.def as unknown as Record<string, unknown>;
-    if (step === null) {
-      return def.type === "object" ? Object.keys(def.shape as object) : [];
-    }
-    if (def.type === "object")
-      schema = (def.shape as Record<string, z.core.$ZodType>)[String(step)] as z.core.$ZodType;
-    else if (def.type === "array") schema = def.element as z.core.$ZodType;
-    else if (def.type === "record") schema = def.valueType as z.core.$ZodType;
+    if (schema instanceof z.ZodObject)
+      schema = (schema.shape as Record<string, z.ZodType>)[String(step)];
+    else if (schema instanceof z.ZodArray) schema = schema.element as z.ZodType;
+    else if (schema instanceof z.ZodRecord) schema = schema.valueType as z.ZodType;
     else return [];
     if (schema === undefined) return [];
   }
-  return [];
+  const found = unwrap(schema);
+  return found instanceof z.ZodObject ? Object.keys(found.shape) : [];
 }
 
-function unwrap(schema: z.core.$ZodType): z.core.$ZodType {
+/** The schema inside optional, defaulted and refined-by-pipe wrappers. */
+function unwrap(schema: z.ZodType): z.ZodType {
   let current = schema;
   for (;;) {
-    const def = current._zod.def as unknown as Record<string, unknown>;
-    if (def.innerType !== undefined) current = def.innerType as z.core.$ZodType;
-    else if (def.type === "pipe") current = def.in as z.core.$ZodType;
+    if (
+      current instanceof z.ZodOptional ||
+      current instanceof z.ZodNullable ||
+      current instanceof z.ZodDefault ||
+      current instanceof z.ZodPrefault
+    ) {
+      current = current.unwrap() as z.ZodType;
+    } else if (current instanceof z.ZodPipe) current = current.in as z.ZodType;
     else return current;
   }
 }

@@ -33,7 +33,8 @@ export function isCidr(value: string): boolean {
   return Number(bits) <= (family === 4 ? 32 : 128);
 }
 
-function absoluteUrl(value: string, ctx: Ctx, example: string): URL | undefined {
+/** `value` as a URL, or undefined after adding an issue when it is not an absolute URL. */
+export function absoluteUrl(value: string, ctx: Ctx, example: string): URL | undefined {
   try {
     return new URL(value);
   } catch {
@@ -42,7 +43,8 @@ function absoluteUrl(value: string, ctx: Ctx, example: string): URL | undefined 
   }
 }
 
-function noQuery(url: URL, ctx: Ctx): void {
+/** Adds an issue when `url` has a query or a fragment. */
+export function noQuery(url: URL, ctx: Ctx): void {
   if (url.search !== "" || url.hash !== "") {
     problem(ctx, [], "must not contain a query or a fragment");
   }

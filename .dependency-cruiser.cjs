@@ -13,7 +13,7 @@ const LAYERS = [
   // 3: domain modules with effects (keys, counters, the upstream pool).
   "^src/(tokens|limits|upstream)/",
   // 4: the config snapshot, compiled from the file, and its store.
-  "^src/config/(snapshot|redis|store|write-schema)\\.ts",
+  "^src/config/(snapshot|redis|store|file-watch|write-schema)\\.ts",
   // 5: the stages of the request path, and their ordered list.
   "^src/stages/",
   // 6: the composition root and the front ends.

@@ -17,4 +17,11 @@ export default tseslint.config(
       "no-console": "off",
     },
   },
+  {
+    files: ["src/**/*.ts"],
+    rules: {
+      "max-lines": ["error", { max: 300, skipBlankLines: true, skipComments: true }],
+      "max-lines-per-function": ["error", { max: 80, skipBlankLines: true, skipComments: true }],
+    },
+  },
 );

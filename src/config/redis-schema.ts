@@ -4,12 +4,8 @@
  * so that the rules about the three topologies sit together.
  */
 import { z } from "zod";
-
-type Ctx = z.RefinementCtx<unknown>;
-
-function problem(ctx: Ctx, path: PropertyKey[], message: string): void {
-  ctx.addIssue({ code: "custom", path, message });
-}
+import { problem, type Ctx } from "./cross-checks.js";
+import { absoluteUrl, noQuery } from "./schema-checks.js";
 
 /** Where an omitted `url` points, when neither `cluster` nor `sentinel` is set. */
 export const DEFAULT_REDIS_URL = "redis://127.0.0.1:6379";
@@ -17,28 +13,17 @@ export const DEFAULT_REDIS_URL = "redis://127.0.0.1:6379";
 const REDIS_SCHEME = /^rediss?:\/\//;
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
-function parsed(value: string, ctx: Ctx, example: string): URL | undefined {
-  try {
-    return new URL(value);
-  } catch {
-    problem(ctx, [], `must be an absolute URL, such as ${example}`);
-    return undefined;
-  }
-}
-
 // A query may not be in a Redis URL: ioredis would read options from it and override the bounds
 // that the limits.redis keys set. A password may, for one server (older configurations).
 function checkServerUrl(value: string, ctx: Ctx): void {
-  const url = parsed(value, ctx, DEFAULT_REDIS_URL);
-  if (url !== undefined && (url.search !== "" || url.hash !== "")) {
-    problem(ctx, [], "must not contain a query or a fragment");
-  }
+  const url = absoluteUrl(value, ctx, DEFAULT_REDIS_URL);
+  if (url !== undefined) noQuery(url, ctx);
 }
 
 // A Cluster or Sentinel node is an address: credentials go in username and password_env, once
 // for every node, and neither a Cluster nor a Sentinel has databases to choose.
 function checkNodeUrl(value: string, ctx: Ctx): void {
-  const url = parsed(value, ctx, "redis://10.0.0.1:6379");
+  const url = absoluteUrl(value, ctx, "redis://10.0.0.1:6379");
   if (url === undefined) return;
   if (url.username !== "" || url.password !== "") {
     problem(ctx, [], "must not contain a user name or password; use username and password_env");

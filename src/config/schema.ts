@@ -1,270 +1,41 @@
 /**
  * The configuration file's one schema: it is the TypeScript type, the validation (unknown keys are
  * errors) and, through `z.toJSONSchema`, the published `config.schema.json`.
- * Checks sit on the smallest part they concern, so one bad section does not hide errors in another.
+ * Checks sit on the smallest part they concern, so one bad section does not hide errors in another;
+ * they are in schema-checks.ts, the value types in schema-fields.ts, the limits and plans in
+ * limits-schema.ts.
  */
-import { isIP } from "node:net";
 import { z } from "zod";
-import { crossChecks, problem, type Ctx } from "./cross-checks.js";
-import { DURATION_PATTERN, durationMs, POSITIVE_DURATION_PATTERN } from "./duration.js";
-import { redisSchema } from "./redis-schema.js";
-
-const duration = (description: string) =>
-  z
-    .string({ error: "must be a duration such as 500ms, 30s, 1m, 1h or 1d" })
-    .regex(new RegExp(DURATION_PATTERN), {
-      error: "must be a duration such as 500ms, 30s, 1m, 1h or 1d (a whole number and a unit)",
-    })
-    .describe(description);
-
-const positiveDuration = (description: string) =>
-  z
-    .string({ error: "must be a duration such as 500ms, 30s, 1m, 1h or 1d" })
-    .regex(new RegExp(POSITIVE_DURATION_PATTERN), {
-      error: "must be a duration greater than zero, such as 500ms, 30s, 1m, 1h or 1d",
-    })
-    .describe(description);
-
-const LONGEST_WINDOW_MS = 366 * 86_400_000;
-
-// Only a well-formed duration is measured; the pattern reports the others.
-function withinAYear(text: string): boolean {
-  return !new RegExp(DURATION_PATTERN).test(text) || durationMs(text) <= LONGEST_WINDOW_MS;
-}
-
-const positiveInt = (description: string) =>
-  z
-    .number({ error: "must be a whole number" })
-    .int({ error: "must be a whole number" })
-    .min(1, { error: "must be at least 1" })
-    .max(Number.MAX_SAFE_INTEGER, { error: "is too large" })
-    .describe(description);
-
-const LISTEN_PATTERN = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):([0-9]{1,5})$/;
-
-const listenAddress = (description: string) =>
-  z
-    .string({ error: "must be HOST:PORT, such as 0.0.0.0:8080 or [::]:8080" })
-    .refine((v) => LISTEN_PATTERN.test(v) && Number(LISTEN_PATTERN.exec(v)?.[2]) <= 65535, {
-      error: "must be HOST:PORT with a port from 0 to 65535, such as 0.0.0.0:8080 or [::]:8080",
-    })
-    .describe(description);
-
-const cidr = z.string().refine(
-  (v) => {
-    const [address, bits, extra] = v.split("/");
-    const family = isIP(address ?? "");
-    if (family === 0 || extra !== undefined) return false;
-    if (bits === undefined) return true;
-    if (!/^[0-9]{1,3}$/.test(bits)) return false;
-    return Number(bits) <= (family === 4 ? 32 : 128);
-  },
-  { error: "must be an IP address or a CIDR block, such as 10.0.0.0/8 or fd00::/8" },
-);
-
-// RFC 9110 §5.1: a field name is a token.
-const headerName = z.string().regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, {
-  error: "must be an HTTP header name, such as X-Client-Id",
-});
+import { crossChecks } from "./cross-checks.js";
+import {
+  LimitsSchema,
+  PlanSchema,
+  QuotaSchema,
+  RateLimitSchema,
+  RateLimitsSchema,
+} from "./limits-schema.js";
+import {
+  checkClientSecret,
+  checkDuplicateRoutes,
+  checkLanguages,
+  checkMethodsOnce,
+  checkRoutePattern,
+  checkTokens,
+  checkUpstreamUrl,
+  oneRateForm,
+} from "./schema-checks.js";
+import {
+  cidr,
+  duration,
+  headerName,
+  languageCode,
+  listenAddress,
+  ownPath,
+  positiveDuration,
+  positiveInt,
+} from "./schema-fields.js";
 
 const METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"] as const;
-
-const languageCode = z.string().regex(/^[a-z]{2,3}$/, {
-  error: "must be a two- or three-letter lower-case language code, such as fr",
-});
-
-function absoluteUrl(value: string, ctx: Ctx, example: string): URL | undefined {
-  try {
-    return new URL(value);
-  } catch {
-    problem(ctx, [], `must be an absolute URL, such as ${example}`);
-    return undefined;
-  }
-}
-
-function noQuery(url: URL, ctx: Ctx): void {
-  if (url.search !== "" || url.hash !== "") {
-    problem(ctx, [], "must not contain a query or a fragment");
-  }
-}
-
-function checkUpstreamUrl(value: string, ctx: Ctx): void {
-  const url = absoluteUrl(value, ctx, "http://127.0.0.1:3000");
-  if (url === undefined) return;
-  if (url.protocol !== "http:" && url.protocol !== "https:") {
-    problem(ctx, [], `must use http or https, not ${url.protocol.slice(0, -1)}`);
-  }
-  if (url.username !== "" || url.password !== "") {
-    problem(ctx, [], "must not contain a user name or password");
-  }
-  noQuery(url, ctx);
-}
-
-/** Why a literal path (no wildcards) is unusable, or undefined when it is fine. */
-function literalPathProblem(path: string): string | undefined {
-  if (!path.startsWith("/")) return 'must start with "/"';
-  const segments = path.slice(1).split("/");
-  for (let i = 0; i < segments.length; i++) {
-    const segment = segments[i] as string;
-    if (segment === "" && i < segments.length - 1)
-      return 'must not contain an empty segment ("//")';
-    if (segment === "." || segment === "..") return 'must not contain "." or ".." segments';
-    if (!/^([A-Za-z0-9._~!$&'()*+,;=:@-]|%[0-9A-Fa-f]{2})*$/.test(segment)) {
-      return `has a character that is not allowed in a path segment: ${JSON.stringify(segment)}`;
-    }
-    if (/%(2f|5c|00)/i.test(segment)) return "must not contain %2F, %5C or %00";
-    if (segment.includes(";")) return 'must not contain ";" (matrix parameters)';
-  }
-  return undefined;
-}
-
-const ownPath = z.string().superRefine((value, ctx) => {
-  const reason = literalPathProblem(value);
-  if (reason !== undefined) problem(ctx, [], reason);
-});
-
-function checkRoutePattern(pattern: string, ctx: Ctx): void {
-  const segments = pattern.startsWith("/") ? pattern.slice(1).split("/") : [];
-  const reason = literalPathProblem(pattern.replace(/\/\*\*?(?=\/|$)/g, "/x"));
-  if (reason !== undefined) {
-    problem(ctx, [], reason);
-  } else if (segments.some((s) => s.includes("*") && s !== "*" && s !== "**")) {
-    problem(ctx, [], '"*" and "**" must be whole path segments, such as /v1/items/*');
-  } else if (segments.slice(0, -1).includes("**")) {
-    problem(ctx, [], '"**" may only be the last segment, such as /v1/reports/**');
-  }
-}
-
-function checkMethodsOnce(route: { methods: readonly string[] }, ctx: Ctx): void {
-  const seen = new Set<string>();
-  route.methods.forEach((method, m) => {
-    if (seen.has(method)) problem(ctx, ["methods", m], "is listed twice");
-    seen.add(method);
-  });
-}
-
-function checkDuplicateRoutes(routes: ReadonlyArray<{ path: string }>, ctx: Ctx): void {
-  const seen = new Map<string, number>();
-  routes.forEach((route, index) => {
-    const first = seen.get(route.path);
-    if (first !== undefined) {
-      problem(
-        ctx,
-        [index, "path"],
-        `duplicates routes[${first}]; merge their methods into one entry`,
-      );
-    } else {
-      seen.set(route.path, index);
-    }
-  });
-}
-
-function checkClientSecret(client: { secret_hash?: string; secret_env?: string }, ctx: Ctx): void {
-  const secrets =
-    Number(client.secret_hash !== undefined) + Number(client.secret_env !== undefined);
-  if (secrets === 0)
-    problem(ctx, [], "needs secret_hash (from gatehouse hash-secret) or secret_env");
-  if (secrets === 2) problem(ctx, [], "must have either secret_hash or secret_env, not both");
-}
-
-interface TokensShape {
-  signing: { algorithm: string; key_file?: string | undefined; secret_env?: string | undefined };
-  previous_keys: readonly string[];
-}
-
-function checkTokens(tokens: TokensShape, ctx: Ctx): void {
-  const { signing } = tokens;
-  if (signing.algorithm === "HS256") {
-    if (signing.key_file !== undefined) {
-      problem(ctx, ["signing", "key_file"], "is for EdDSA and ES256; HS256 uses secret_env");
-    }
-    if (tokens.previous_keys.length > 0) {
-      problem(ctx, ["previous_keys"], "are public keys for EdDSA and ES256, not HS256");
-    }
-  } else if (signing.secret_env !== undefined) {
-    problem(
-      ctx,
-      ["signing", "secret_env"],
-      `is for HS256; ${signing.algorithm} uses key_file (a PKCS#8 PEM from gatehouse keygen)`,
-    );
-  }
-}
-
-interface LanguagesShape {
-  supported: readonly string[];
-  default: string;
-}
-
-function checkLanguages(languages: LanguagesShape, ctx: Ctx): void {
-  const { supported } = languages;
-  if (!supported.includes(languages.default)) {
-    problem(ctx, ["default"], `must be one of the supported languages (${supported.join(", ")})`);
-  }
-  const seen = new Set<string>();
-  supported.forEach((code, index) => {
-    if (seen.has(code)) problem(ctx, ["supported", index], "is listed twice");
-    seen.add(code);
-  });
-}
-
-/** A rate limit: `limit` points per fixed `window`, which starts at the key's first counted request. */
-export const RateLimitSchema = z
-  .strictObject({
-    limit: positiveInt("Points allowed per window."),
-    window: positiveDuration("The window's length.").refine(withinAYear, {
-      error: "must be at most 366d",
-    }),
-  })
-  .describe("A rate limit, reported in X-RateLimit-* headers.");
-
-/** A quota: `limit` points per UTC calendar `period`. */
-export const QuotaSchema = z
-  .strictObject({
-    limit: positiveInt("Points allowed per period."),
-    period: z
-      .enum(["hour", "day", "month"], { error: "must be hour, day or month" })
-      .describe("The UTC calendar period the quota resets at."),
-  })
-  .describe("A quota, reported in X-Request-Quota-* headers.");
-
-/** Several named rate limits, all enforced; `quota` is the quota's name among them. */
-export const RateLimitsSchema = z
-  .record(
-    z
-      .string()
-      .regex(/^[A-Za-z0-9_-]{1,32}$/, { error: "must be 1 to 32 characters from A-Z a-z 0-9 _ -" })
-      .refine((name) => name !== "quota", { error: '"quota" is the quota\'s name' }),
-    RateLimitSchema,
-  )
-  .refine((limits) => Object.keys(limits).length > 0, { error: "must name at least one limit" })
-  .describe("Named rate limits, all enforced (for example burst and sustained).");
-
-// A plan or a client override has the one-limit form or the named form, not both.
-function oneRateForm(
-  limits: { rate_limit?: unknown; rate_limits?: unknown },
-  ctx: z.RefinementCtx,
-): void {
-  if (limits.rate_limit !== undefined && limits.rate_limits !== undefined) {
-    ctx.addIssue({
-      code: "custom",
-      path: ["rate_limits"],
-      message: "has both rate_limit and rate_limits; keep one",
-    });
-  }
-}
-
-const PlanSchema = z
-  .strictObject({
-    rate_limit: RateLimitSchema.optional(),
-    rate_limits: RateLimitsSchema.optional(),
-    quota: QuotaSchema.optional(),
-  })
-  .superRefine(oneRateForm)
-  .refine(
-    (plan) =>
-      plan.rate_limit !== undefined || plan.rate_limits !== undefined || plan.quota !== undefined,
-    { error: "needs rate_limit (or rate_limits), quota or both" },
-  );
 
 const ClientSchema = z
   .strictObject({
@@ -439,40 +210,7 @@ export const FileSchema = z
       })
       .superRefine(checkLanguages)
       .prefault({}),
-    limits: z
-      .strictObject({
-        store: z
-          .enum(["memory", "redis"], { error: "must be memory or redis" })
-          .default("memory")
-          .describe("Where counters live."),
-        redis: redisSchema(
-          positiveDuration("A slower Redis answer counts as an outage.").default("100ms"),
-        ).prefault({}),
-        state_file: z
-          .string()
-          .default("")
-          .describe("Memory store: counters are saved here on shutdown and read at start."),
-        reset_header: z
-          .enum(["seconds", "unix"], { error: "must be seconds or unix" })
-          .default("seconds")
-          .describe("X-RateLimit-Reset as seconds until reset, or epoch seconds."),
-        dry_run: z
-          .boolean({ error: "must be true or false" })
-          .default(false)
-          .describe("Count and send headers, but never refuse."),
-        headers: z
-          .array(z.enum(["x-ratelimit", "ietf"], { error: "must be x-ratelimit or ietf" }))
-          .min(1, { error: "must list x-ratelimit, ietf or both" })
-          .default(["x-ratelimit"])
-          .describe(
-            "x-ratelimit: X-RateLimit-* and X-Request-Quota-*; ietf: RateLimit and RateLimit-Policy.",
-          ),
-      })
-      .refine((limits) => limits.store !== "redis" || limits.state_file === "", {
-        path: ["state_file"],
-        error: "is for the memory store; Redis keeps its own counters",
-      })
-      .prefault({}),
+    limits: LimitsSchema.prefault({}),
     health: z
       .strictObject({
         liveness_path: ownPath.default("/healthz").describe("200 while the process runs."),

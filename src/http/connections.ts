@@ -44,51 +44,90 @@ export interface ManagedConnections {
   readonly afterPending: AfterPending;
 }
 
+/** The open connections, and those of them with no request in progress. */
+interface Registry {
+  readonly open: Map<Socket, Connection>;
+  /** The longest idle first (a Set keeps insertion order). */
+  readonly idle: Set<Connection>;
+}
+
+// Drops a connection that is closed or handed back: nothing more is handled on it.
+function forget(registry: Registry, connection: Connection): void {
+  registry.open.delete(connection.socket);
+  registry.idle.delete(connection);
+  connection.accepting = false;
+  connection.waiting.length = 0;
+}
+
+// Registers a new connection; at the cap, the oldest idle one makes room, or the new one is closed.
+function admit(registry: Registry, socket: Socket, maxConnections: number): void {
+  if (registry.open.size >= maxConnections) {
+    // Like nginx's reusable connections: one that waits for a request loses nothing but its
+    // place, and a client reconnects (RFC 9112 §9.3.1 lets either side close an idle one).
+    const oldest = registry.idle.values().next().value;
+    if (oldest === undefined) {
+      socket.destroy();
+      return;
+    }
+    forget(registry, oldest);
+    oldest.socket.destroy();
+  }
+  const connection: Connection = {
+    socket,
+    current: undefined,
+    request: undefined,
+    waiting: [],
+    accepting: true,
+    paused: false,
+    then: undefined,
+  };
+  registry.open.set(socket, connection);
+  registry.idle.add(connection);
+  socket.once("close", () => forget(registry, connection));
+}
+
+// Puts a request behind the one being answered.
+function wait(connection: Connection, req: IncomingMessage, res: ServerResponse): void {
+  const { waiting, socket } = connection;
+  waiting.push([req, res]);
+  if (waiting.length === MAX_WAITING) {
+    // A client this far ahead of its answers is cut off after the last one it is owed.
+    res.setHeader("connection", "close");
+    connection.accepting = false;
+  }
+  // Node's parser goes on reading requests while earlier ones wait; past a few, the socket is
+  // no longer read, so a client cannot make gatehouse hold an unbounded number of them.
+  if (waiting.length >= PAUSE_AT && !connection.paused) {
+    connection.paused = true;
+    socket.pause();
+  }
+}
+
+// After a parser error behind a complete request: `close` ends the connection once the answers
+// owed are written.
+function closeAfterAnswers(connection: Connection, close: () => void): void {
+  // An error inside a waiting request's body is that request's answer: it is not handled.
+  const { waiting } = connection;
+  while (waiting.length > 0 && waiting[waiting.length - 1]?.[0].complete !== true) waiting.pop();
+  // The parser has stopped at the error: what it reads from now on is never a request.
+  connection.accepting = false;
+  connection.then ??= close;
+  connection.socket.pause();
+}
+
 /**
- * Takes over `server`'s connections: `handle` runs for one request of a connection at a time. `maxConnections` is read at
- * every accepted connection, so a reload changes it.
+ * Takes over `server`'s connections: `handle` runs for one request of a connection at a time.
+ * `maxConnections` is read at every accepted connection, so a reload changes it.
  */
 export function manageConnections(
   server: Server,
   handle: Handler,
   maxConnections: () => number,
 ): ManagedConnections {
-  const open = new Map<Socket, Connection>();
-  // Connections with no request in progress, the longest idle first (a Set keeps insertion order).
-  const idle = new Set<Connection>();
+  const registry: Registry = { open: new Map(), idle: new Set() };
+  const { open, idle } = registry;
 
-  const forget = (connection: Connection): void => {
-    open.delete(connection.socket);
-    idle.delete(connection);
-    connection.accepting = false;
-    connection.waiting.length = 0;
-  };
-
-  server.on("connection", (socket: Socket) => {
-    if (open.size >= maxConnections()) {
-      // Like nginx's reusable connections: one that waits for a request loses nothing but its
-      // place, and a client reconnects (RFC 9112 §9.3.1 lets either side close an idle one).
-      const oldest = idle.values().next().value;
-      if (oldest === undefined) {
-        socket.destroy();
-        return;
-      }
-      forget(oldest);
-      oldest.socket.destroy();
-    }
-    const connection: Connection = {
-      socket,
-      current: undefined,
-      request: undefined,
-      waiting: [],
-      accepting: true,
-      paused: false,
-      then: undefined,
-    };
-    open.set(socket, connection);
-    idle.add(connection);
-    socket.once("close", () => forget(connection));
-  });
+  server.on("connection", (socket: Socket) => admit(registry, socket, maxConnections()));
 
   function start(connection: Connection, req: IncomingMessage, res: ServerResponse): void {
     connection.current = res;
@@ -105,7 +144,7 @@ export function manageConnections(
     const connection = (this as TaggedResponse)[CONNECTION] as Connection;
     const { socket } = connection;
     if (socket.destroyed || socket.writableEnded) {
-      forget(connection);
+      forget(registry, connection);
       socket.pause();
       return;
     }
@@ -131,7 +170,7 @@ export function manageConnections(
     const connection = open.get(socket);
     if (connection === undefined || !connection.accepting) return;
     const takeBack = (): void => {
-      forget(connection);
+      forget(registry, connection);
       if (!socket.destroyed) serveAsPlainHttp(server, req, socket, rest);
     };
     if (connection.current === undefined) takeBack();
@@ -142,36 +181,15 @@ export function manageConnections(
     const connection = open.get(socket as Socket);
     // An error inside the request being answered is its answer, given at once.
     if (connection?.request?.complete !== true) return false;
-    // One inside a waiting request's body is that request's answer: it is not handled.
-    const { waiting } = connection;
-    while (waiting.length > 0 && waiting[waiting.length - 1]?.[0].complete !== true) waiting.pop();
-    // The parser has stopped at the error: what it reads from now on is never a request.
-    connection.accepting = false;
-    connection.then ??= close;
-    socket.pause();
+    closeAfterAnswers(connection, close);
     return true;
   };
 
   const onRequest: Handler = (req, res) => {
     const connection = open.get(req.socket);
     if (connection === undefined || !connection.accepting) return;
-    if (connection.current === undefined) {
-      start(connection, req, res);
-      return;
-    }
-    const { waiting, socket } = connection;
-    waiting.push([req, res]);
-    if (waiting.length === MAX_WAITING) {
-      // A client this far ahead of its answers is cut off after the last one it is owed.
-      res.setHeader("connection", "close");
-      connection.accepting = false;
-    }
-    // Node's parser goes on reading requests while earlier ones wait; past a few, the socket is
-    // no longer read, so a client cannot make gatehouse hold an unbounded number of them.
-    if (waiting.length >= PAUSE_AT && !connection.paused) {
-      connection.paused = true;
-      socket.pause();
-    }
+    if (connection.current === undefined) start(connection, req, res);
+    else wait(connection, req, res);
   };
   return { onRequest, afterPending };
 }

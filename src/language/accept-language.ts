@@ -77,6 +77,32 @@ export function parseQValue(text: string, start: number, end: number): number {
 }
 
 /**
+ * Reads a language range other than `*` from `text[start]`, `_` read as `-` (a common mistake in
+ * clients' tags): the index just past its characters, or that index's complement (`~index`, below
+ * zero) when they do not make a range.
+ */
+function readRange(text: string, start: number, n: number): number {
+  let valid = true;
+  let subtag = 0;
+  let first = true;
+  let i = start;
+  for (; i < n; i++) {
+    const code = text.charCodeAt(i);
+    if (isAlpha(code) || (!first && isDigit(code))) {
+      if (++subtag > MAX_SUBTAG) valid = false;
+    } else if (code === HYPHEN || code === UNDERSCORE) {
+      if (subtag === 0) valid = false;
+      subtag = 0;
+      first = false;
+    } else {
+      break;
+    }
+  }
+  if (subtag === 0) valid = false;
+  return valid ? i : ~i;
+}
+
+/**
  * The supported tag for an Accept-Language value: the range with the highest weight (the first
  * among equals) whose lookup finds a supported tag not excluded by `q=0`; else the default.
  */
@@ -102,30 +128,11 @@ export function negotiateLanguage(
     members++;
 
     // RFC 4647 §2.1: language-range = (1*8ALPHA *("-" 1*8alphanum)) / "*".
-    // `_` is read as `-` (a common mistake in clients' tags).
     const tagStart = i;
-    let valid = true;
-    let star = false;
-    if (code === STAR) {
-      star = true;
-      i++;
-    } else {
-      let subtag = 0;
-      let first = true;
-      for (; i < n; i++) {
-        code = header.charCodeAt(i);
-        if (isAlpha(code) || (!first && isDigit(code))) {
-          if (++subtag > MAX_SUBTAG) valid = false;
-        } else if (code === HYPHEN || code === UNDERSCORE) {
-          if (subtag === 0) valid = false;
-          subtag = 0;
-          first = false;
-        } else {
-          break;
-        }
-      }
-      if (subtag === 0) valid = false;
-    }
+    const star = code === STAR;
+    const read = star ? i + 1 : readRange(header, i, n);
+    let valid = read >= 0;
+    i = valid ? read : ~read;
     const tagEnd = i;
 
     // RFC 9110 §12.4.2: weight = OWS ";" OWS "q=" qvalue; "q" is case-insensitive.
@@ -164,7 +171,13 @@ export function negotiateLanguage(
     meter.members = members;
     meter.lookups = lookups;
   }
+  const best = bestCandidate(candidates, exclusions);
+  return best < 0 ? table.default : (table.supported[best] as string);
+}
 
+// The index in the table of the heaviest candidate (the first among equals) not excluded by
+// `q=0`, or -1 when there is none.
+function bestCandidate(candidates: number, exclusions: number): number {
   let best = -1;
   let bestWeight = 0;
   for (let k = 0; k < candidates; k++) {
@@ -175,7 +188,7 @@ export function negotiateLanguage(
     best = candidate;
     bestWeight = weight;
   }
-  return best < 0 ? table.default : (table.supported[best] as string);
+  return best;
 }
 
 function isExcluded(candidate: number, count: number): boolean {

@@ -3,7 +3,8 @@
  * fallback. No timer per counter (Node clamps a `setTimeout` delay over 2^31-1 ms, about 24.8
  * days, to 1 ms, which would end a monthly counter at once): each counter carries its end, is
  * read as empty once it has ended, and ended counters are swept from a heap ordered by their end,
- * a little on every count and in bounded steps on an unref'd timer, so their memory is given back.
+ * a little on every count and in bounded steps on an unref'd timer, so their memory is given back
+ * (counter-table.ts).
  */
 import {
   refuses,
@@ -13,14 +14,7 @@ import {
   type Slot,
   type Where,
 } from "./counters.js";
-
-/** One counter. A new object replaces an ended one, so a heap entry for the old one is stale. */
-interface Counter {
-  readonly slot: string;
-  readonly subject: string;
-  value: number;
-  readonly endsAt: number;
-}
+import { createCounterTable, type Counter, type CounterTable } from "./counter-table.js";
 
 /** One saved counter: its full key (`SLOT|SUBJECT`), its points and its end (epoch milliseconds). */
 export interface SavedCounter {
@@ -67,136 +61,86 @@ const SWEEP_PER_COUNT = 4;
 // A background sweep takes at most this many per tick, so a mass expiry never stalls requests.
 const SWEEP_PER_TICK = 20_000;
 
-/** Creates a memory store. */
-export function createMemoryStore(options: MemoryStoreOptions): MemoryStore {
-  const where = options.where ?? "store";
-  // By slot name, then by subject: a request looks up each of its slots by the same subject
-  // string, whose hash V8 then computes once, and a slot's name is a constant.
-  const tables = new Map<string, Map<string, Counter>>();
-  const table = (slot: string): Map<string, Counter> => {
-    let found = tables.get(slot);
-    if (found === undefined) {
-      found = new Map();
-      tables.set(slot, found);
-    }
-    return found;
-  };
-  // A binary min-heap of counters by end; stale entries (replaced or deleted) are skipped.
-  const heap: Counter[] = [];
+// Each slot's live counter, undefined where there is none.
+function look(
+  counters: CounterTable,
+  subject: string,
+  slots: readonly Slot[],
+  nowMs: number,
+): Array<Counter | undefined> {
+  const found: Array<Counter | undefined> = [];
+  for (const slot of slots) found.push(counters.live(slot.name, subject, nowMs));
+  return found;
+}
 
-  const push = (counter: Counter): void => {
-    let index = heap.push(counter) - 1;
-    while (index > 0) {
-      const parent = (index - 1) >> 1;
-      const above = heap[parent] as Counter;
-      if (above.endsAt <= counter.endsAt) break;
-      heap[index] = above;
-      index = parent;
-    }
-    heap[index] = counter;
-  };
-  const popTop = (): void => {
-    const last = heap.pop() as Counter;
-    if (heap.length === 0) return;
-    let index = 0;
-    for (;;) {
-      const left = 2 * index + 1;
-      if (left >= heap.length) break;
-      const right = left + 1;
-      const child =
-        right < heap.length && (heap[right] as Counter).endsAt < (heap[left] as Counter).endsAt
-          ? right
-          : left;
-      if ((heap[child] as Counter).endsAt >= last.endsAt) break;
-      heap[index] = heap[child] as Counter;
-      index = child;
-    }
-    heap[index] = last;
-  };
-  const sweep = (nowMs: number, budget: number): void => {
-    for (let n = 0; n < budget && heap.length > 0; n++) {
-      const top = heap[0] as Counter;
-      if (top.endsAt > nowMs) return;
-      popTop();
-      const owner = tables.get(top.slot);
-      if (owner?.get(top.subject) === top) owner.delete(top.subject);
-    }
-  };
-  // A live counter, or undefined when there is none or it has ended.
-  const live = (slot: string, subject: string, nowMs: number): Counter | undefined => {
-    const counter = tables.get(slot)?.get(subject);
-    return counter !== undefined && counter.endsAt > nowMs ? counter : undefined;
-  };
-  const create = (slot: string, subject: string, value: number, endsAt: number): Counter => {
-    const counter: Counter = { slot, subject, value, endsAt };
-    table(slot).set(subject, counter);
-    push(counter);
-    return counter;
-  };
-  const look = (subject: string, slots: readonly Slot[], nowMs: number) => {
-    const found: Array<Counter | undefined> = [];
-    for (const slot of slots) found.push(live(slot.name, subject, nowMs));
-    return found;
-  };
-  const report = (
-    slots: readonly Slot[],
-    found: ReadonlyArray<Counter | undefined>,
-    added: boolean,
-    nowMs: number,
-  ): Counted => ({
+// What the batch found, as the store answers it.
+function report(
+  where: Where,
+  slots: readonly Slot[],
+  found: ReadonlyArray<Counter | undefined>,
+  added: boolean,
+  nowMs: number,
+): Counted {
+  return {
     added,
     counts: found.map((counter) => counter?.value ?? 0),
     // A counter not created yet would end a whole window from now.
     endsAt: found.map((counter, i) => counter?.endsAt ?? slotEnd(slots[i] as Slot, nowMs)),
     where,
-  });
+  };
+}
 
+/** Creates a memory store. */
+export function createMemoryStore(options: MemoryStoreOptions): MemoryStore {
+  const where = options.where ?? "store";
+  const counters = createCounterTable();
   const timer =
     options.sweepEveryMs === 0
       ? undefined
-      : setInterval(() => sweep(options.now(), SWEEP_PER_TICK), options.sweepEveryMs ?? 1000);
+      : setInterval(
+          () => counters.sweep(options.now(), SWEEP_PER_TICK),
+          options.sweepEveryMs ?? 1000,
+        );
   timer?.unref();
 
   return {
     healthy: () => true,
     commit(subject, slots, cost, force, nowMs) {
-      sweep(nowMs, SWEEP_PER_COUNT);
-      const found = look(subject, slots, nowMs);
+      counters.sweep(nowMs, SWEEP_PER_COUNT);
+      const found = look(counters, subject, slots, nowMs);
       let room = true;
       for (let i = 0; i < slots.length; i++) {
         if (refuses(found[i]?.value ?? 0, false, cost, (slots[i] as Slot).limit)) room = false;
       }
-      if (!room && !force) return report(slots, found, false, nowMs);
+      if (!room && !force) return report(where, slots, found, false, nowMs);
       for (let i = 0; i < slots.length; i++) {
         const counter = found[i];
         if (counter === undefined) {
           const slot = slots[i] as Slot;
-          found[i] = create(slot.name, subject, cost, slotEnd(slot, nowMs));
+          found[i] = counters.create(slot.name, subject, cost, slotEnd(slot, nowMs));
         } else {
           counter.value += cost;
         }
       }
-      return report(slots, found, true, nowMs);
+      return report(where, slots, found, true, nowMs);
     },
     read(subject, slots, nowMs) {
-      return report(slots, look(subject, slots, nowMs), false, nowMs);
+      return report(where, slots, look(counters, subject, slots, nowMs), false, nowMs);
     },
     takeBack(subject, slots, points, _where, nowMs) {
-      for (const counter of look(subject, slots, nowMs)) {
+      for (const counter of look(counters, subject, slots, nowMs)) {
         if (counter !== undefined) counter.value = Math.max(0, counter.value - points);
       }
       return Promise.resolve();
     },
     reset(subject, slots) {
-      for (const slot of slots) tables.get(slot.name)?.delete(subject);
+      for (const slot of slots) counters.remove(slot.name, subject);
       return Promise.resolve();
     },
     save(nowMs) {
       const saved: SavedCounter[] = [];
-      for (const owner of tables.values()) {
-        for (const { slot, subject, value, endsAt } of owner.values()) {
-          if (endsAt > nowMs) saved.push({ key: `${slot}|${subject}`, value, endsAt });
-        }
+      for (const { slot, subject, value, endsAt } of counters.all()) {
+        if (endsAt > nowMs) saved.push({ key: `${slot}|${subject}`, value, endsAt });
       }
       return saved;
     },
@@ -206,13 +150,13 @@ export function createMemoryStore(options: MemoryStoreOptions): MemoryStore {
         const bar = key.indexOf("|");
         const slot = key.slice(0, bar);
         const subject = key.slice(bar + 1);
-        if (bar > 0 && endsAt > nowMs && live(slot, subject, nowMs) === undefined) {
-          create(slot, subject, value, endsAt);
+        if (bar > 0 && endsAt > nowMs && counters.live(slot, subject, nowMs) === undefined) {
+          counters.create(slot, subject, value, endsAt);
         }
       }
     },
-    size: () => [...tables.values()].reduce((total, owner) => total + owner.size, 0),
-    sweep: (nowMs) => sweep(nowMs, Number.POSITIVE_INFINITY),
+    size: () => counters.size(),
+    sweep: (nowMs) => counters.sweep(nowMs, Number.POSITIVE_INFINITY),
     close: () => clearInterval(timer),
   };
 }

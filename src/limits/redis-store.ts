@@ -68,6 +68,56 @@ export function redisKey(prefix: string, subject: string, slot: Slot): string {
   return `${prefix}{${subject}}:${slot.name}`;
 }
 
+/** The script's arguments for one batch: the number of keys, the keys, then ARGV. */
+function scriptArgs(
+  prefix: string,
+  subject: string,
+  slots: readonly Slot[],
+  cost: number,
+  force: boolean,
+  nowMs: number,
+): Array<string | number> {
+  const args: Array<string | number> = [slots.length];
+  for (const slot of slots) args.push(redisKey(prefix, subject, slot));
+  args.push(cost, force ? 1 : 0);
+  for (const slot of slots) args.push(slot.limit);
+  for (const slot of slots) args.push(Math.max(1, slotEnd(slot, nowMs) - nowMs));
+  return args;
+}
+
+/** The batch's result from the script's answer, counted at `nowMs`. */
+function countedFrom(reply: readonly number[], slots: readonly Slot[], nowMs: number): Counted {
+  const n = slots.length;
+  const counts: number[] = [];
+  const endsAt: number[] = [];
+  for (let i = 0; i < n; i++) {
+    counts.push(Number(reply[1 + i]));
+    // A PTTL below zero: there is no counter, and one created now would end a window from now.
+    const ttl = Number(reply[1 + n + i]);
+    endsAt.push(ttl >= 0 ? nowMs + ttl : slotEnd(slots[i] as Slot, nowMs));
+  }
+  return { added: reply[0] === 1, counts, endsAt, where: "store" };
+}
+
+/**
+ * A second connection to the same Redis that subscribes to `channel` each time it is ready and
+ * passes each message on `channel` to `onMessage`; its errors are ignored.
+ */
+function subscribe(
+  client: Redis | Cluster,
+  channel: string,
+  onMessage: (message: string) => void,
+): Redis | Cluster {
+  const subscriber: Redis | Cluster =
+    client instanceof Cluster ? client.duplicate() : client.duplicate();
+  subscriber.on("error", () => undefined);
+  subscriber.on("ready", () => void subscriber.subscribe(channel).catch(() => undefined));
+  subscriber.on("message", (from: string, message: string) => {
+    if (from === channel) onMessage(message);
+  });
+  return subscriber;
+}
+
 /**
  * A store over `connection` with the key prefix and outage policy of `settings`. Counters live
  * in Redis, so two stores with the same prefix share them.
@@ -86,13 +136,7 @@ export function createRedisStore(
   const blocks = createLocalBlocks();
   // Resets made by any replica reach this one's record of refusals through Redis pub/sub.
   const resetChannel = `${settings.keyPrefix}resets`;
-  const resets: Redis | Cluster =
-    client instanceof Cluster ? client.duplicate() : client.duplicate();
-  resets.on("error", () => undefined);
-  resets.on("ready", () => void resets.subscribe(resetChannel).catch(() => undefined));
-  resets.on("message", (channel: string, subject: string) => {
-    if (channel === resetChannel) blocks.forget(subject);
-  });
+  const resets = subscribe(client, resetChannel, (subject) => blocks.forget(subject));
 
   const run = (
     subject: string,
@@ -100,24 +144,10 @@ export function createRedisStore(
     cost: number,
     force: boolean,
     nowMs: number,
-  ): Promise<Counted> => {
-    const args: Array<string | number> = [slots.length];
-    for (const slot of slots) args.push(redisKey(settings.keyPrefix, subject, slot));
-    args.push(cost, force ? 1 : 0);
-    for (const slot of slots) args.push(slot.limit);
-    for (const slot of slots) args.push(Math.max(1, slotEnd(slot, nowMs) - nowMs));
-    return script[COMMAND](...args).then((reply) => {
-      const n = slots.length;
-      const counts: number[] = [];
-      const endsAt: number[] = [];
-      for (let i = 0; i < n; i++) {
-        counts.push(Number(reply[1 + i]));
-        const ttl = Number(reply[1 + n + i]);
-        endsAt.push(ttl >= 0 ? nowMs + ttl : slotEnd(slots[i] as Slot, nowMs));
-      }
-      return { added: reply[0] === 1, counts, endsAt, where: "store" };
-    });
-  };
+  ): Promise<Counted> =>
+    script[COMMAND](...scriptArgs(settings.keyPrefix, subject, slots, cost, force, nowMs)).then(
+      (reply) => countedFrom(reply, slots, nowMs),
+    );
   // Redis did not answer: the fallback counts under `local`; otherwise the limits stage decides.
   const orFallback = (error: unknown, counting: (store: MemoryStore) => Counted): Counted => {
     if (fallback === undefined) throw error;

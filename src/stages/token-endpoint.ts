@@ -166,6 +166,113 @@ const LIMITS_UNAVAILABLE = new GatehouseError(
   { "retry-after": "1" },
 );
 
+/** What answering a token request needs, built once with the stage. */
+interface Endpoint {
+  readonly settings: TokenSettings;
+  readonly failures: FailureLimiter;
+  readonly services: Services;
+  /** The answer when the body is not received within `services.tokenBodyMs`. */
+  readonly bodyTimeout: Reply;
+}
+
+// The limiter store is the only part that may fail for reasons outside the request (Redis);
+// the brute-force guard then fails closed.
+async function limiterCall<T>(endpoint: Endpoint, call: Promise<T>): Promise<T> {
+  try {
+    return await call;
+  } catch (error) {
+    endpoint.services.log.error({ err: error }, "failure limiter unavailable");
+    throw LIMITS_UNAVAILABLE;
+  }
+}
+
+// Counts a failed client authentication, then answers it.
+function fail(endpoint: Endpoint, reason: string, reply: Reply): Reply {
+  endpoint.services.metrics.authFailures.inc({ reason });
+  return reply;
+}
+
+/**
+ * Reads the token request's body: the credentials to check (from the body, or the Basic ones),
+ * or the answer when there are none to check, or HANDLED when the client went away.
+ */
+async function receiveCredentials(
+  endpoint: Endpoint,
+  ctx: RequestContext,
+  basic: ClientCredentials | undefined,
+): Promise<ClientCredentials | Reply | typeof HANDLED> {
+  const { req } = ctx;
+  // Only now is the body wanted (RFC 9110 §10.1.1): a refused request never got 100 Continue.
+  if (req.headers.expect !== undefined) ctx.res.writeContinue();
+  const body = await readBody(req, MAX_TOKEN_BODY_BYTES, endpoint.services.tokenBodyMs);
+  if (body === "aborted") {
+    ctx.res.destroy();
+    return HANDLED;
+  }
+  if (body === "too_large") return TOO_LARGE;
+  if (body === "timeout") return endpoint.bodyTimeout;
+  const fields = parseTokenBody(body, bodyType(req.headers["content-type"]));
+  // RFC 6749 §4.4.2; absent is taken as client_credentials, as the service's existing clients may
+  // not send it; no case folding.
+  if (fields.grantType !== undefined && fields.grantType !== "client_credentials") {
+    return UNSUPPORTED_GRANT;
+  }
+  return chooseCredentials(basic, fields);
+}
+
+/** Authenticates the client of a token request and issues its token. */
+async function serveToken(
+  endpoint: Endpoint,
+  ctx: RequestContext,
+  basic: Exclude<HeaderCredentials, "repeated">,
+): Promise<Outcome> {
+  const { settings, failures, services } = endpoint;
+  const ip = ctx.client.address;
+  // Beyond the limit every attempt from the IP is refused, a malformed one too (RFC 6749 §2.3.1).
+  const early = await limiterCall(endpoint, failures.peek(ip));
+  if (!early.allowed) return fail(endpoint, "rate_limited", rateLimited(early));
+  if (basic === "malformed") return fail(endpoint, "malformed_credentials", INVALID_CLIENT);
+  const credentials = await receiveCredentials(endpoint, ctx, basic);
+  if (credentials === HANDLED || !("secret" in credentials)) {
+    return credentials === INVALID_CLIENT
+      ? fail(endpoint, "no_credentials", credentials)
+      : credentials;
+  }
+  const keys = { ip, clientId: credentials.id };
+  const decision = await limiterCall(endpoint, failures.attempt(keys));
+  if (!decision.allowed) {
+    services.log.warn({ requestId: ctx.requestId, ip }, "client authentication failure limit");
+    return fail(endpoint, "rate_limited", rateLimited(decision));
+  }
+  const record = settings.clients.secrets.get(credentials.id);
+  // An unknown id is checked against the dummy so it costs what a wrong secret costs.
+  const matches = await verifySecret(credentials.secret, record ?? settings.clients.dummy);
+  if (record === undefined || !matches) {
+    const reason = record === undefined ? "unknown_client" : "wrong_secret";
+    return fail(endpoint, reason, INVALID_CLIENT);
+  }
+  await limiterCall(endpoint, failures.succeeded(decision));
+  const issued = await issueToken(settings, credentials.id, services.now());
+  ctx.clientId = credentials.id;
+  services.metrics.tokensIssued.inc();
+  return {
+    status: 200,
+    headers: NO_STORE,
+    body: {
+      access_token: issued.token,
+      token: issued.token,
+      token_type: "Bearer",
+      expires_in: issued.expiresIn,
+    },
+  };
+}
+
+// A refusal raised while serving a token request, in the OAuth error format.
+function asOauthError(error: unknown): Reply {
+  if (!(error instanceof GatehouseError)) throw error;
+  return oauthError(error.status, error.code, error.message, error.headers);
+}
+
 /**
  * Serves `POST {tokens.path}` (OAuth 2.0 client credentials, RFC 6749 §4.4) and
  * `GET /.well-known/jwks.json`; both are gatehouse's own paths, never forwarded.
@@ -175,103 +282,23 @@ export function createTokenEndpointStage(
   failures: FailureLimiter,
   services: Services,
 ): Stage {
-  const { metrics } = services;
-  const bodyTimeoutMs = services.tokenBodyMs;
-  // RFC 9110 §15.5.9: 408 closes the connection; the rest of a trickled body is never read.
-  const bodyTimeout = oauthError(
-    408,
-    "request_timeout",
-    `the token request body was not received within ${bodyTimeoutMs / 1000} seconds`,
-    { connection: "close" },
-  );
+  const endpoint: Endpoint = {
+    settings,
+    failures,
+    services,
+    // RFC 9110 §15.5.9: 408 closes the connection; the rest of a trickled body is never read.
+    bodyTimeout: oauthError(
+      408,
+      "request_timeout",
+      `the token request body was not received within ${services.tokenBodyMs / 1000} seconds`,
+      { connection: "close" },
+    ),
+  };
   const jwks: Reply = {
     status: 200,
     headers: { "content-type": "application/json", "cache-control": "public, max-age=300" },
     body: settings.keys.jwks,
   };
-
-  // The limiter store is the only part that may fail for reasons outside the request (Redis);
-  // the brute-force guard then fails closed.
-  async function limiterCall<T>(call: Promise<T>): Promise<T> {
-    try {
-      return await call;
-    } catch (error) {
-      services.log.error({ err: error }, "failure limiter unavailable");
-      throw LIMITS_UNAVAILABLE;
-    }
-  }
-
-  const fail = (reason: string, reply: Reply): Reply => {
-    metrics.authFailures.inc({ reason });
-    return reply;
-  };
-
-  async function serveToken(
-    ctx: RequestContext,
-    basic: Exclude<HeaderCredentials, "repeated">,
-  ): Promise<Outcome> {
-    const { req } = ctx;
-    const ip = ctx.client.address;
-    // Beyond the limit every attempt from the IP is refused, a malformed one too (RFC 6749 §2.3.1).
-    const early = await limiterCall(failures.peek(ip));
-    if (!early.allowed) return fail("rate_limited", rateLimited(early));
-    if (basic === "malformed") return fail("malformed_credentials", INVALID_CLIENT);
-    // Only now is the body wanted (RFC 9110 §10.1.1): a refused request never got 100 Continue.
-    if (req.headers.expect !== undefined) ctx.res.writeContinue();
-    const body = await readBody(req, MAX_TOKEN_BODY_BYTES, bodyTimeoutMs);
-    if (body === "aborted") {
-      ctx.res.destroy();
-      return HANDLED;
-    }
-    if (body === "too_large") return TOO_LARGE;
-    if (body === "timeout") return bodyTimeout;
-    const fields = parseTokenBody(body, bodyType(req.headers["content-type"]));
-    // RFC 6749 §4.4.2; absent is taken as client_credentials, as the service's existing clients may
-    // not send it; no case folding.
-    if (fields.grantType !== undefined && fields.grantType !== "client_credentials") {
-      return UNSUPPORTED_GRANT;
-    }
-    const credentials = chooseCredentials(basic, fields);
-    if (!("secret" in credentials)) {
-      return credentials === INVALID_CLIENT ? fail("no_credentials", credentials) : credentials;
-    }
-    const keys = { ip, clientId: credentials.id };
-    const decision = await limiterCall(failures.attempt(keys));
-    if (!decision.allowed) {
-      services.log.warn({ requestId: ctx.requestId, ip }, "client authentication failure limit");
-      return fail("rate_limited", rateLimited(decision));
-    }
-    const record = settings.clients.secrets.get(credentials.id);
-    // An unknown id is checked against the dummy so it costs what a wrong secret costs.
-    const matches = await verifySecret(credentials.secret, record ?? settings.clients.dummy);
-    if (record === undefined || !matches) {
-      return fail(record === undefined ? "unknown_client" : "wrong_secret", INVALID_CLIENT);
-    }
-    await limiterCall(failures.succeeded(decision));
-    const issued = await issueToken(settings, credentials.id, services.now());
-    ctx.clientId = credentials.id;
-    metrics.tokensIssued.inc();
-    return {
-      status: 200,
-      headers: NO_STORE,
-      body: {
-        access_token: issued.token,
-        token: issued.token,
-        token_type: "Bearer",
-        expires_in: issued.expiresIn,
-      },
-    };
-  }
-
-  function answer(
-    ctx: RequestContext,
-    basic: Exclude<HeaderCredentials, "repeated">,
-  ): Promise<Outcome> {
-    return serveToken(ctx, basic).catch((error: unknown) => {
-      if (!(error instanceof GatehouseError)) throw error;
-      return oauthError(error.status, error.code, error.message, error.headers);
-    });
-  }
 
   return function tokenEndpoint(ctx) {
     if (ctx.path === JWKS_PATH) {
@@ -286,6 +313,6 @@ export function createTokenEndpointStage(
     if (queryHasCredentials(ctx.query)) return CREDENTIALS_IN_QUERY;
     const basic = headerCredentials(req);
     if (basic === "repeated") return TWO_AUTHORIZATIONS;
-    return answer(ctx, basic);
+    return serveToken(endpoint, ctx, basic).catch(asOauthError);
   };
 }

@@ -1,0 +1,62 @@
+/**
+ * The value types the configuration schema is built from (durations, counts, listen addresses,
+ * CIDR blocks, header names, language codes, gatehouse's own paths), each with the message that
+ * a wrong value gets.
+ */
+import { z } from "zod";
+import { DURATION_PATTERN, POSITIVE_DURATION_PATTERN } from "./duration.js";
+import { checkOwnPath, isCidr, isListenAddress } from "./schema-checks.js";
+
+/** A duration, zero allowed. */
+export const duration = (description: string) =>
+  z
+    .string({ error: "must be a duration such as 500ms, 30s, 1m, 1h or 1d" })
+    .regex(new RegExp(DURATION_PATTERN), {
+      error: "must be a duration such as 500ms, 30s, 1m, 1h or 1d (a whole number and a unit)",
+    })
+    .describe(description);
+
+/** A duration greater than zero. */
+export const positiveDuration = (description: string) =>
+  z
+    .string({ error: "must be a duration such as 500ms, 30s, 1m, 1h or 1d" })
+    .regex(new RegExp(POSITIVE_DURATION_PATTERN), {
+      error: "must be a duration greater than zero, such as 500ms, 30s, 1m, 1h or 1d",
+    })
+    .describe(description);
+
+/** A whole number from 1 to the largest safe integer. */
+export const positiveInt = (description: string) =>
+  z
+    .number({ error: "must be a whole number" })
+    .int({ error: "must be a whole number" })
+    .min(1, { error: "must be at least 1" })
+    .max(Number.MAX_SAFE_INTEGER, { error: "is too large" })
+    .describe(description);
+
+/** A HOST:PORT address to listen on. */
+export const listenAddress = (description: string) =>
+  z
+    .string({ error: "must be HOST:PORT, such as 0.0.0.0:8080 or [::]:8080" })
+    .refine(isListenAddress, {
+      error: "must be HOST:PORT with a port from 0 to 65535, such as 0.0.0.0:8080 or [::]:8080",
+    })
+    .describe(description);
+
+/** An IP address or a CIDR block. */
+export const cidr = z.string().refine(isCidr, {
+  error: "must be an IP address or a CIDR block, such as 10.0.0.0/8 or fd00::/8",
+});
+
+/** An HTTP header name: a token, as RFC 9110 §5.1 has it. */
+export const headerName = z.string().regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, {
+  error: "must be an HTTP header name, such as X-Client-Id",
+});
+
+/** A language code, such as fr. */
+export const languageCode = z.string().regex(/^[a-z]{2,3}$/, {
+  error: "must be a two- or three-letter lower-case language code, such as fr",
+});
+
+/** One of gatehouse's own paths, such as the token endpoint's. */
+export const ownPath = z.string().superRefine(checkOwnPath);

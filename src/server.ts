@@ -13,11 +13,8 @@ import { performance } from "node:perf_hooks";
 import type { Logger } from "pino";
 import { loadSnapshot, type Snapshot } from "./config/snapshot.js";
 import { createConfigStore, type ConfigStore, type ReloadResult } from "./config/store.js";
-import { restoreCounters, saveCounters } from "./limits/state-file.js";
-import type { StoreSettings } from "./limits/plans.js";
-import type { RedisStores } from "./limits/redis-stores.js";
 import type { CounterStore } from "./limits/counters.js";
-import { createMemoryStore } from "./limits/memory-store.js";
+import { limitsReady, openLimiterStores } from "./limits/stores.js";
 import { createEphemeralKeys } from "./tokens/keys.js";
 import { createPlainSecrets } from "./tokens/secrets.js";
 import { createClientErrorHandler } from "./http/client-errors.js";
@@ -107,7 +104,8 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
       return draining;
     },
     // Under a Redis outage with `on_outage: closed` the replica takes no traffic.
-    ready: () => !draining && limitsReady(store.current),
+    ready: () =>
+      !draining && limitsReady(store.current.config.limits.store, store.current.limiterStore),
   };
   const services: Services = {
     log,
@@ -118,28 +116,7 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
     tokenBodyMs: options.clientTimeouts?.tokenBodyMs ?? TOKEN_BODY_TIMEOUT_MS,
   };
 
-  // One memory store per process, one connection per Redis connection settings and one store per
-  // Redis settings, outliving reloads: a plan that a reload leaves alone keeps its counters, and a
-  // reload that changes only the prefix or outage policy keeps the connection.
-  const memoryStore = createMemoryStore({ now: services.now });
-  if (first.limits.stateFile !== undefined) {
-    await restoreCounters(memoryStore, first.limits.stateFile, services.now(), log);
-  }
-  // Redis's client is loaded with the first config that names Redis, never for the memory store.
-  let redisStores: Promise<RedisStores> | undefined;
-  const loadRedisStores = (): Promise<RedisStores> =>
-    (redisStores ??= import("./limits/redis-stores.js").then((module) =>
-      module.createRedisStores({ log, metrics, now: services.now }),
-    ));
-  const storeFor = (settings: StoreSettings): CounterStore | Promise<CounterStore> => {
-    if (settings.kind === "memory") return memoryStore;
-    return loadRedisStores().then((stores) => stores.storeFor(settings));
-  };
-  // What the config in force does not use is let go: its connection is closed.
-  const releaseRedis = async (inForce: StoreSettings | undefined): Promise<void> => {
-    if (redisStores === undefined) return;
-    await (await redisStores).release(inForce?.kind === "redis" ? inForce : undefined);
-  };
+  const limiterStores = await openLimiterStores(services, first.limits.stateFile);
 
   const forwarders = new Map<string, Forwarder>();
   const warn = createWarnOnce(log);
@@ -156,7 +133,7 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
       forwarder = createForwarder(config.upstream, services);
       forwarders.set(key, forwarder);
     }
-    const limiterStore = await storeFor(config.limits.store);
+    const limiterStore = await limiterStores.storeFor(config.limits.store);
     return {
       config,
       forwarder,
@@ -179,7 +156,7 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
         forwarders.delete(previous.forwarder.key);
         previous.forwarder.retire();
       }
-      void releaseRedis(next.config.limits.store);
+      void limiterStores.release(next.config.limits.store);
       log.level = next.config.file.logging.level;
     },
   });
@@ -259,7 +236,7 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
   } catch (error) {
     // Nothing is served: let go of what was opened, so the caller's process can end.
     server.close();
-    await releaseRedis(undefined);
+    await limiterStores.release(undefined);
     throw error;
   }
   if (options.watch !== false) store.watch();
@@ -298,10 +275,7 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
       admin.closeAllConnections();
       for (const forwarder of forwarders.values()) forwarder.retire();
       // After the drain, so the requests that finished during it are counted in the file.
-      const { stateFile } = store.current.config.limits;
-      if (stateFile !== undefined) await saveCounters(memoryStore, stateFile, services.now(), log);
-      await releaseRedis(undefined);
-      memoryStore.close();
+      await limiterStores.close(store.current.config.limits.stateFile);
       log.info("stopped");
     })();
     return shutdownPromise;
@@ -316,13 +290,6 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
     reload: (trigger = "api") => store.reload(trigger),
     shutdown,
   };
-}
-
-function limitsReady(runtime: Runtime): boolean {
-  const settings = runtime.config.limits.store;
-  return (
-    settings.kind === "memory" || settings.onOutage !== "closed" || runtime.limiterStore.healthy()
-  );
 }
 
 function accessLog(ctx: RequestContext, log: AccessLog, metrics: Metrics): void {

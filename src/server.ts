@@ -27,7 +27,8 @@ import type { RequestContext, Stage } from "./core/context.js";
 import { runPipeline } from "./core/runner.js";
 import type { Lifecycle, Services } from "./core/services.js";
 import { buildStages } from "./stages/index.js";
-import { createForwarder, forwarderKey, type Forwarder } from "./upstream/forwarder.js";
+import type { Forwarder } from "./upstream/forwarder.js";
+import { createForwarderPool } from "./upstream/pool.js";
 
 const CONTEXT = Symbol("gatehouse.context");
 type TrackedResponse = ServerResponse & { [CONTEXT]?: RequestContext };
@@ -118,7 +119,7 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
 
   const limiterStores = await openLimiterStores(services, first.limits.stateFile);
 
-  const forwarders = new Map<string, Forwarder>();
+  const forwarders = createForwarderPool(services);
   const warn = createWarnOnce(log);
   const prepare = async (config: Snapshot): Promise<Runtime> => {
     if (config.tokens.ephemeralKey) {
@@ -127,12 +128,7 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
       );
     }
     for (const { line, col, message } of config.warnings) warn(message, { line, col });
-    const key = forwarderKey(config.upstream);
-    let forwarder = forwarders.get(key);
-    if (forwarder === undefined) {
-      forwarder = createForwarder(config.upstream, services);
-      forwarders.set(key, forwarder);
-    }
+    const forwarder = forwarders.forwarderFor(config.upstream);
     const limiterStore = await limiterStores.storeFor(config.limits.store);
     return {
       config,
@@ -152,10 +148,7 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
     initial: await prepare(first),
     prepare,
     onSwap(previous, next) {
-      if (previous.forwarder !== next.forwarder) {
-        forwarders.delete(previous.forwarder.key);
-        previous.forwarder.retire();
-      }
+      forwarders.replace(previous.forwarder, next.forwarder);
       void limiterStores.release(next.config.limits.store);
       log.level = next.config.file.logging.level;
     },
@@ -273,7 +266,7 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
       await closed;
       await new Promise<void>((done) => admin.close(() => done()));
       admin.closeAllConnections();
-      for (const forwarder of forwarders.values()) forwarder.retire();
+      forwarders.retireAll();
       // After the drain, so the requests that finished during it are counted in the file.
       await limiterStores.close(store.current.config.limits.stateFile);
       log.info("stopped");

@@ -2,14 +2,8 @@
  * Starts gatehouse: the public listener running the pipeline, the admin listener serving /metrics,
  * config reloads and graceful shutdown. No module state: tests start several in one process.
  */
-import {
-  createServer as createHttpServer,
-  type IncomingMessage,
-  type Server,
-  type ServerResponse,
-} from "node:http";
+import { createServer as createHttpServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { performance } from "node:perf_hooks";
 import type { Logger } from "pino";
 import { loadSnapshot, type Snapshot } from "./config/snapshot.js";
 import { createConfigStore, type ConfigStore, type ReloadResult } from "./config/store.js";
@@ -21,19 +15,14 @@ import { createClientErrorHandler } from "./http/client-errors.js";
 import { manageConnections } from "./http/connections.js";
 import { createRequestIds } from "./http/request-ids.js";
 import { adminRoutes, createAdminServer } from "./admin/server.js";
-import { createAccessLog, createLogger, createWarnOnce, type AccessLog } from "./log.js";
+import { createLogger, createWarnOnce } from "./log.js";
 import { createMetrics, type Metrics } from "./metrics.js";
-import type { RequestContext, Stage } from "./core/context.js";
-import { runPipeline } from "./core/runner.js";
+import type { Stage } from "./core/context.js";
+import { createEntry } from "./core/entry.js";
 import type { Lifecycle, Services } from "./core/services.js";
 import { buildStages } from "./stages/index.js";
 import type { Forwarder } from "./upstream/forwarder.js";
 import { createForwarderPool } from "./upstream/pool.js";
-
-const CONTEXT = Symbol("gatehouse.context");
-type TrackedResponse = ServerResponse & { [CONTEXT]?: RequestContext };
-// Until the client stage has run (a request answered before it, such as a framing refusal).
-const UNKNOWN_CLIENT = Object.freeze({ peer: "", address: "", vouched: null });
 
 /** What one config snapshot runs with. */
 interface Runtime {
@@ -137,7 +126,6 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
       stages: buildStages(config, { services, forwarder, limiterStore }),
     };
   };
-  const access = createAccessLog(log);
   const store: ConfigStore<Runtime> = createConfigStore<Runtime>({
     path: options.configPath,
     env,
@@ -154,36 +142,7 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
     },
   });
 
-  let inFlight = 0;
-  let drained: (() => void) | undefined;
-  // One listener for every response, finding its request's context on the response.
-  function onResponseClose(this: ServerResponse): void {
-    inFlight--;
-    accessLog((this as TrackedResponse)[CONTEXT] as RequestContext, access, metrics);
-    if (inFlight === 0) drained?.();
-  }
-  const handle = (req: IncomingMessage, res: ServerResponse): void => {
-    const runtime = store.current;
-    const ctx: RequestContext = {
-      req,
-      res,
-      startedAt: performance.now(),
-      requestId: "",
-      client: UNKNOWN_CLIENT,
-      path: "",
-      query: null,
-      route: undefined,
-      clientId: undefined,
-      language: undefined,
-      responseHeaders: {},
-      decision: "none",
-      upstreamMs: undefined,
-    };
-    inFlight++;
-    (res as TrackedResponse)[CONTEXT] = ctx;
-    res.on("close", onResponseClose);
-    runPipeline(runtime.stages, ctx, services);
-  };
+  const entry = createEntry(() => store.current.stages, services);
 
   const headersTimeout = options.clientTimeouts?.headersMs ?? HEADERS_TIMEOUT_MS;
   const server = createHttpServer({
@@ -197,7 +156,7 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
   });
   const { onRequest, afterPending } = manageConnections(
     server,
-    handle,
+    entry.handle,
     () => store.current.config.file.max_connections,
   );
   server.on("request", onRequest);
@@ -250,18 +209,21 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
     shutdownPromise ??= (async () => {
       const { delayMs, graceMs } = store.current.config.shutdown;
       draining = true;
-      log.info({ delayMs, graceMs, inFlight }, "draining");
+      log.info({ delayMs, graceMs, inFlight: entry.inFlight() }, "draining");
       await sleep(delayMs);
       store.close();
       const closed = new Promise<void>((done) => server.close(() => done()));
       server.closeIdleConnections();
-      const finished =
-        inFlight === 0 ? Promise.resolve() : new Promise<void>((done) => (drained = done));
+      const finished = entry.idle();
       const graceOver = await Promise.race([
         finished.then(() => false),
         sleep(graceMs).then(() => true),
       ]);
-      if (graceOver) log.warn({ inFlight }, "grace period over; closing the remaining connections");
+      if (graceOver)
+        log.warn(
+          { inFlight: entry.inFlight() },
+          "grace period over; closing the remaining connections",
+        );
       server.closeAllConnections();
       await closed;
       await new Promise<void>((done) => admin.close(() => done()));
@@ -283,25 +245,6 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
     reload: (trigger = "api") => store.reload(trigger),
     shutdown,
   };
-}
-
-function accessLog(ctx: RequestContext, log: AccessLog, metrics: Metrics): void {
-  const { res } = ctx;
-  const status = res.writableFinished ? res.statusCode : 499;
-  const durationMs = performance.now() - ctx.startedAt;
-  const route = ctx.route?.pattern ?? "-";
-  metrics.requests.request(route, status, ctx.decision, durationMs / 1000);
-  log.write({
-    requestId: ctx.requestId,
-    method: ctx.req.method,
-    path: ctx.path,
-    route,
-    status,
-    durationMs,
-    upstreamMs: ctx.upstreamMs,
-    clientId: ctx.clientId,
-    decision: ctx.decision,
-  });
 }
 
 function listenOn(server: Server, at: { host: string; port: number }): Promise<void> {

@@ -2,7 +2,6 @@
  * Starts gatehouse: the public listener running the pipeline, the admin listener serving /metrics,
  * config reloads and graceful shutdown. No module state: tests start several in one process.
  */
-import { createServer as createHttpServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Logger } from "pino";
 import { loadSnapshot, type Snapshot } from "./config/snapshot.js";
@@ -11,8 +10,8 @@ import type { CounterStore } from "./limits/counters.js";
 import { limitsReady, openLimiterStores } from "./limits/stores.js";
 import { createEphemeralKeys } from "./tokens/keys.js";
 import { createPlainSecrets } from "./tokens/secrets.js";
-import { createClientErrorHandler } from "./http/client-errors.js";
-import { manageConnections } from "./http/connections.js";
+import { listenOn } from "./http/listen.js";
+import { clientDeadlines, createPublicServer, type ClientTimeouts } from "./http/public-server.js";
 import { createRequestIds } from "./http/request-ids.js";
 import { adminRoutes, createAdminServer } from "./admin/server.js";
 import { createLogger, createWarnOnce } from "./log.js";
@@ -32,22 +31,7 @@ interface Runtime {
   readonly limiterStore: CounterStore;
 }
 
-/** Deadlines for slow clients (a slowloris holds connections otherwise), in milliseconds. */
-export interface ClientTimeouts {
-  /** The whole header section must arrive within this; 408 after (default 15 s). */
-  readonly headersMs?: number;
-  /** A token request's body must arrive within this once it is wanted; 408 after (default 10 s). */
-  readonly tokenBodyMs?: number;
-}
-
-/** The header deadline: RFC 9110 §15.5.9, 10–20 s rather than Node's 60 s (CVE-2018-12122). */
-const HEADERS_TIMEOUT_MS = 15_000;
-/**
- * The token request body's deadline: shorter than nginx's client_body_timeout
- * (60 s) since the body is at most 8 KiB, and far below Node's 300 s requestTimeout, which a
- * client trickling bytes could otherwise hold the connection for.
- */
-const TOKEN_BODY_TIMEOUT_MS = 10_000;
+export type { ClientTimeouts };
 
 /** How to start gatehouse; everything but the config path has a default. */
 export interface StartOptions {
@@ -88,6 +72,7 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
   const first = await loadSnapshot(options.configPath, { env, ephemeralKeys, plainSecrets });
   const log = options.log ?? createLogger(first.file.logging.level);
   const metrics = createMetrics();
+  const deadlines = clientDeadlines(options.clientTimeouts);
   let draining = false;
   const lifecycle: Lifecycle = {
     get draining() {
@@ -103,7 +88,7 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
     now: options.now ?? Date.now,
     newId: options.newId ?? createRequestIds(),
     lifecycle,
-    tokenBodyMs: options.clientTimeouts?.tokenBodyMs ?? TOKEN_BODY_TIMEOUT_MS,
+    tokenBodyMs: deadlines.tokenBodyMs,
   };
 
   const limiterStores = await openLimiterStores(services, first.limits.stateFile);
@@ -144,27 +129,11 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
 
   const entry = createEntry(() => store.current.stages, services);
 
-  const headersTimeout = options.clientTimeouts?.headersMs ?? HEADERS_TIMEOUT_MS;
-  const server = createHttpServer({
-    headersTimeout,
-    // Node looks for expired deadlines only this often (30 s by default, so a 15 s deadline could
-    // hold a connection for 45 s); a fifth of the deadline keeps the overshoot within 20 %.
-    connectionsCheckingInterval: Math.ceil(headersTimeout / 5),
-    keepAliveTimeout: 5_000,
-    // The framing stage answers a missing Host itself, with a JSON body like every other error.
-    requireHostHeader: false,
+  const server = createPublicServer(entry.handle, {
+    headersMs: deadlines.headersMs,
+    maxConnections: () => store.current.config.file.max_connections,
+    now: services.now,
   });
-  const { onRequest, afterPending } = manageConnections(
-    server,
-    entry.handle,
-    () => store.current.config.file.max_connections,
-  );
-  server.on("request", onRequest);
-  // Node's own parser errors, header overflow and timeouts get JSON bodies too.
-  server.on("clientError", createClientErrorHandler(services.now, afterPending));
-  // With this listener Node does not answer `100 Continue` by itself: a request refused before
-  // its body is needed never invites the body (RFC 9110 §10.1.1).
-  server.on("checkContinue", onRequest);
 
   const admin = createAdminServer(
     adminRoutes({
@@ -245,16 +214,6 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
     reload: (trigger = "api") => store.reload(trigger),
     shutdown,
   };
-}
-
-function listenOn(server: Server, at: { host: string; port: number }): Promise<void> {
-  return new Promise((done, fail) => {
-    server.once("error", fail);
-    server.listen(at.port, at.host, () => {
-      server.off("error", fail);
-      done();
-    });
-  });
 }
 
 function sleep(ms: number): Promise<void> {

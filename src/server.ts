@@ -13,7 +13,7 @@ import { createPlainSecrets } from "./tokens/secrets.js";
 import { listenOn } from "./http/listen.js";
 import { clientDeadlines, createPublicServer, type ClientTimeouts } from "./http/public-server.js";
 import { createRequestIds } from "./http/request-ids.js";
-import { adminRoutes, createAdminServer } from "./admin/server.js";
+import { createAdmin } from "./admin/server.js";
 import { createLogger, createWarnOnce } from "./log.js";
 import { createMetrics, type Metrics } from "./metrics.js";
 import type { Stage } from "./core/context.js";
@@ -135,24 +135,17 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
     now: services.now,
   });
 
-  const admin = createAdminServer(
-    adminRoutes({
-      log,
-      metrics,
-      config: () => store.current.config,
-      limits: { current: () => store.current, now: services.now },
-    }),
-    log,
-    {
-      token: () => store.current.config.adminToken,
-      host: (options.adminListen ?? first.adminListen).host,
-    },
-  );
-
-  const listen = options.listen ?? first.listen;
   const adminListen = options.adminListen ?? first.adminListen;
+  const admin = createAdmin({
+    log,
+    metrics,
+    current: () => store.current,
+    now: services.now,
+    host: adminListen.host,
+  });
+
   try {
-    await listenOn(server, listen);
+    await listenOn(server, options.listen ?? first.listen);
     await listenOn(admin, adminListen);
   } catch (error) {
     // Nothing is served: let go of what was opened, so the caller's process can end.

@@ -160,3 +160,23 @@ export function createAdminServer(
       });
   });
 }
+
+/** What the admin listener of a running gatehouse reads. */
+export interface AdminWiring {
+  readonly log: Logger;
+  readonly metrics: Metrics;
+  /** The runtime in force: its snapshot and its limiter store. */
+  readonly current: LimitsAdminDeps["current"];
+  readonly now: () => number;
+  /** The host the listener is bound to. */
+  readonly host: string;
+}
+
+/** The admin listener's server (not yet listening), serving the runtime in force. */
+export function createAdmin({ log, metrics, current, now, host }: AdminWiring): Server {
+  return createAdminServer(
+    adminRoutes({ log, metrics, config: () => current().config, limits: { current, now } }),
+    log,
+    { token: () => current().config.adminToken, host },
+  );
+}

@@ -5,31 +5,20 @@
 import type { AddressInfo } from "node:net";
 import type { Logger } from "pino";
 import { loadSnapshot, type Snapshot } from "./config/snapshot.js";
-import { createConfigStore, type ConfigStore, type ReloadResult } from "./config/store.js";
-import type { CounterStore } from "./limits/counters.js";
-import { limitsReady, openLimiterStores } from "./limits/stores.js";
+import type { ReloadResult } from "./config/store.js";
+import { openLimiterStores } from "./limits/stores.js";
 import { createEphemeralKeys } from "./tokens/keys.js";
 import { createPlainSecrets } from "./tokens/secrets.js";
 import { listenOn } from "./http/listen.js";
 import { clientDeadlines, createPublicServer, type ClientTimeouts } from "./http/public-server.js";
 import { createRequestIds } from "./http/request-ids.js";
 import { createAdmin } from "./admin/server.js";
-import { createLogger, createWarnOnce } from "./log.js";
+import { createLogger } from "./log.js";
 import { createMetrics, type Metrics } from "./metrics.js";
-import type { Stage } from "./core/context.js";
 import { createEntry } from "./core/entry.js";
 import type { Lifecycle, Services } from "./core/services.js";
-import { buildStages } from "./stages/index.js";
-import type { Forwarder } from "./upstream/forwarder.js";
 import { createForwarderPool } from "./upstream/pool.js";
-
-/** What one config snapshot runs with. */
-interface Runtime {
-  readonly config: Snapshot;
-  readonly stages: readonly Stage[];
-  readonly forwarder: Forwarder;
-  readonly limiterStore: CounterStore;
-}
+import { openConfigStore, runtimeReady, type ConfigSource } from "./lifecycle/runtime.js";
 
 export type { ClientTimeouts };
 
@@ -65,11 +54,14 @@ export interface Gatehouse {
 
 /** Loads the config (throwing ConfigError if invalid) and starts serving. */
 export async function startGatehouse(options: StartOptions): Promise<Gatehouse> {
-  const env = options.env ?? process.env;
-  // Generated once: a reload must not invalidate the tokens signed with a generated key.
-  const ephemeralKeys = createEphemeralKeys();
-  const plainSecrets = createPlainSecrets();
-  const first = await loadSnapshot(options.configPath, { env, ephemeralKeys, plainSecrets });
+  const source: ConfigSource = {
+    path: options.configPath,
+    env: options.env ?? process.env,
+    // Generated once: a reload must not invalidate the tokens signed with a generated key.
+    ephemeralKeys: createEphemeralKeys(),
+    plainSecrets: createPlainSecrets(),
+  };
+  const first = await loadSnapshot(source.path, source);
   const log = options.log ?? createLogger(first.file.logging.level);
   const metrics = createMetrics();
   const deadlines = clientDeadlines(options.clientTimeouts);
@@ -79,8 +71,7 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
       return draining;
     },
     // Under a Redis outage with `on_outage: closed` the replica takes no traffic.
-    ready: () =>
-      !draining && limitsReady(store.current.config.limits.store, store.current.limiterStore),
+    ready: () => !draining && runtimeReady(store.current),
   };
   const services: Services = {
     log,
@@ -94,39 +85,7 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
   const limiterStores = await openLimiterStores(services, first.limits.stateFile);
 
   const forwarders = createForwarderPool(services);
-  const warn = createWarnOnce(log);
-  const prepare = async (config: Snapshot): Promise<Runtime> => {
-    if (config.tokens.ephemeralKey) {
-      warn(
-        "no signing key configured (tokens.signing): tokens are signed with a key generated at start; they die with the process and are not shared between replicas",
-      );
-    }
-    for (const { line, col, message } of config.warnings) warn(message, { line, col });
-    const forwarder = forwarders.forwarderFor(config.upstream);
-    const limiterStore = await limiterStores.storeFor(config.limits.store);
-    return {
-      config,
-      forwarder,
-      limiterStore,
-      stages: buildStages(config, { services, forwarder, limiterStore }),
-    };
-  };
-  const store: ConfigStore<Runtime> = createConfigStore<Runtime>({
-    path: options.configPath,
-    env,
-    ephemeralKeys,
-    plainSecrets,
-    log,
-    metrics,
-    initial: await prepare(first),
-    prepare,
-    onSwap(previous, next) {
-      forwarders.replace(previous.forwarder, next.forwarder);
-      void limiterStores.release(next.config.limits.store);
-      log.level = next.config.file.logging.level;
-    },
-  });
-
+  const store = await openConfigStore(first, source, { services, forwarders, limiterStores });
   const entry = createEntry(() => store.current.stages, services);
 
   const server = createPublicServer(entry.handle, {

@@ -95,13 +95,7 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
   });
 
   const adminListen = options.adminListen ?? first.adminListen;
-  const admin = createAdmin({
-    log,
-    metrics,
-    current: () => store.current,
-    now: services.now,
-    host: adminListen.host,
-  });
+  const admin = createAdmin(services, () => store.current, adminListen.host);
 
   try {
     await listenOn(server, options.listen ?? first.listen);

@@ -6,6 +6,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { Logger } from "pino";
 import type { Snapshot } from "../config/snapshot.js";
+import type { Services } from "../core/services.js";
 import type { Metrics } from "../metrics.js";
 import { adminRefusal } from "./access.js";
 import { publicConfig } from "./config-view.js";
@@ -161,19 +162,15 @@ export function createAdminServer(
   });
 }
 
-/** What the admin listener of a running gatehouse reads. */
-export interface AdminWiring {
-  readonly log: Logger;
-  readonly metrics: Metrics;
-  /** The runtime in force: its snapshot and its limiter store. */
-  readonly current: LimitsAdminDeps["current"];
-  readonly now: () => number;
-  /** The host the listener is bound to. */
-  readonly host: string;
-}
-
-/** The admin listener's server (not yet listening), serving the runtime in force. */
-export function createAdmin({ log, metrics, current, now, host }: AdminWiring): Server {
+/**
+ * The admin listener's server (not yet listening) for a running gatehouse: `current` gives the
+ * runtime in force (its snapshot and limiter store), `host` is where the listener is bound.
+ */
+export function createAdmin(
+  { log, metrics, now }: Pick<Services, "log" | "metrics" | "now">,
+  current: LimitsAdminDeps["current"],
+  host: string,
+): Server {
   return createAdminServer(
     adminRoutes({ log, metrics, config: () => current().config, limits: { current, now } }),
     log,

@@ -1,6 +1,7 @@
 /**
- * Starts gatehouse: the public listener running the pipeline, the admin listener serving /metrics,
- * config reloads and graceful shutdown. No module state: tests start several in one process.
+ * Starts gatehouse: the composition root, wiring the first snapshot, the services, the limiter
+ * stores and forwarders, the config store, the public and admin listeners and the shutdown, each
+ * built in a module of its own. No module state: tests start several in one process.
  */
 import type { AddressInfo } from "node:net";
 import type { Logger } from "pino";
@@ -16,9 +17,15 @@ import { createAdmin } from "./admin/server.js";
 import { createLogger } from "./log.js";
 import { createMetrics, type Metrics } from "./metrics.js";
 import { createEntry } from "./core/entry.js";
-import type { Lifecycle, Services } from "./core/services.js";
+import type { Services } from "./core/services.js";
 import { createForwarderPool } from "./upstream/pool.js";
-import { openConfigStore, runtimeReady, type ConfigSource } from "./lifecycle/runtime.js";
+import { createLifecycle, createShutdown } from "./lifecycle/drain.js";
+import {
+  openConfigStore,
+  runtimeReady,
+  type ConfigSource,
+  type RuntimeParts,
+} from "./lifecycle/runtime.js";
 
 export type { ClientTimeouts };
 
@@ -65,14 +72,8 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
   const log = options.log ?? createLogger(first.file.logging.level);
   const metrics = createMetrics();
   const deadlines = clientDeadlines(options.clientTimeouts);
-  let draining = false;
-  const lifecycle: Lifecycle = {
-    get draining() {
-      return draining;
-    },
-    // Under a Redis outage with `on_outage: closed` the replica takes no traffic.
-    ready: () => !draining && runtimeReady(store.current),
-  };
+  // Under a Redis outage with `on_outage: closed` the replica takes no traffic.
+  const lifecycle = createLifecycle(() => runtimeReady(store.current));
   const services: Services = {
     log,
     metrics,
@@ -82,28 +83,27 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
     tokenBodyMs: deadlines.tokenBodyMs,
   };
 
-  const limiterStores = await openLimiterStores(services, first.limits.stateFile);
-
-  const forwarders = createForwarderPool(services);
-  const store = await openConfigStore(first, source, { services, forwarders, limiterStores });
+  const parts: RuntimeParts = {
+    services,
+    forwarders: createForwarderPool(services),
+    limiterStores: await openLimiterStores(services, first.limits.stateFile),
+  };
+  const store = await openConfigStore(first, source, parts);
   const entry = createEntry(() => store.current.stages, services);
-
   const server = createPublicServer(entry.handle, {
     headersMs: deadlines.headersMs,
     maxConnections: () => store.current.config.file.max_connections,
     now: services.now,
   });
-
   const adminListen = options.adminListen ?? first.adminListen;
   const admin = createAdmin(services, () => store.current, adminListen.host);
-
   try {
     await listenOn(server, options.listen ?? first.listen);
     await listenOn(admin, adminListen);
   } catch (error) {
     // Nothing is served: let go of what was opened, so the caller's process can end.
     server.close();
-    await limiterStores.release(undefined);
+    await parts.limiterStores.release(undefined);
     throw error;
   }
   if (options.watch !== false) store.watch();
@@ -119,38 +119,6 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
   // Whoever started the process waits for this line; it does not wait for the buffer to fill.
   log.flush();
 
-  let shutdownPromise: Promise<void> | undefined;
-  const shutdown = (): Promise<void> => {
-    shutdownPromise ??= (async () => {
-      const { delayMs, graceMs } = store.current.config.shutdown;
-      draining = true;
-      log.info({ delayMs, graceMs, inFlight: entry.inFlight() }, "draining");
-      await sleep(delayMs);
-      store.close();
-      const closed = new Promise<void>((done) => server.close(() => done()));
-      server.closeIdleConnections();
-      const finished = entry.idle();
-      const graceOver = await Promise.race([
-        finished.then(() => false),
-        sleep(graceMs).then(() => true),
-      ]);
-      if (graceOver)
-        log.warn(
-          { inFlight: entry.inFlight() },
-          "grace period over; closing the remaining connections",
-        );
-      server.closeAllConnections();
-      await closed;
-      await new Promise<void>((done) => admin.close(() => done()));
-      admin.closeAllConnections();
-      forwarders.retireAll();
-      // After the drain, so the requests that finished during it are counted in the file.
-      await limiterStores.close(store.current.config.limits.stateFile);
-      log.info("stopped");
-    })();
-    return shutdownPromise;
-  };
-
   return {
     address: server.address() as AddressInfo,
     adminAddress: admin.address() as AddressInfo,
@@ -158,10 +126,6 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
     metrics,
     config: () => store.current.config,
     reload: (trigger = "api") => store.reload(trigger),
-    shutdown,
+    shutdown: createShutdown(lifecycle, { ...parts, store, requests: entry, server, admin }),
   };
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((done) => setTimeout(done, ms));
 }

@@ -1,66 +1,33 @@
 /**
- * Starts gatehouse: the public listener running the pipeline, the admin listener serving /metrics,
- * config reloads and graceful shutdown. No module state: tests start several in one process.
+ * Starts gatehouse: the composition root, wiring the first snapshot, the services, the limiter
+ * stores and forwarders, the config store, the public and admin listeners and the shutdown, each
+ * built in a module of its own. No module state: tests start several in one process.
  */
-import {
-  createServer as createHttpServer,
-  type IncomingMessage,
-  type Server,
-  type ServerResponse,
-} from "node:http";
 import type { AddressInfo } from "node:net";
-import { performance } from "node:perf_hooks";
 import type { Logger } from "pino";
 import { loadSnapshot, type Snapshot } from "./config/snapshot.js";
-import { createConfigStore, type ConfigStore, type ReloadResult } from "./config/store.js";
-import { restoreCounters, saveCounters } from "./limits/state-file.js";
-import type { StoreSettings } from "./limits/plans.js";
-import type { RedisStores } from "./limits/redis-stores.js";
-import type { CounterStore } from "./limits/counters.js";
-import { createMemoryStore } from "./limits/memory-store.js";
+import type { ReloadResult } from "./config/store.js";
+import { openLimiterStores } from "./limits/stores.js";
 import { createEphemeralKeys } from "./tokens/keys.js";
 import { createPlainSecrets } from "./tokens/secrets.js";
-import { createClientErrorHandler } from "./http/client-errors.js";
-import { manageConnections } from "./http/connections.js";
+import { listenOn } from "./http/listen.js";
+import { clientDeadlines, createPublicServer, type ClientTimeouts } from "./http/public-server.js";
 import { createRequestIds } from "./http/request-ids.js";
-import { adminRoutes, createAdminServer } from "./admin/server.js";
-import { createAccessLog, createLogger, createWarnOnce, type AccessLog } from "./log.js";
+import { createAdmin } from "./admin/server.js";
+import { createLogger } from "./log.js";
 import { createMetrics, type Metrics } from "./metrics.js";
-import type { RequestContext, Stage } from "./core/context.js";
-import { runPipeline } from "./core/runner.js";
-import type { Lifecycle, Services } from "./core/services.js";
-import { buildStages } from "./stages/index.js";
-import { createForwarder, forwarderKey, type Forwarder } from "./upstream/forwarder.js";
+import { createEntry } from "./core/entry.js";
+import type { Services } from "./core/services.js";
+import { createForwarderPool } from "./upstream/forwarders.js";
+import { createLifecycle, createShutdown } from "./lifecycle/drain.js";
+import {
+  openConfigStore,
+  runtimeReady,
+  type ConfigSource,
+  type RuntimeParts,
+} from "./lifecycle/runtime.js";
 
-const CONTEXT = Symbol("gatehouse.context");
-type TrackedResponse = ServerResponse & { [CONTEXT]?: RequestContext };
-// Until the client stage has run (a request answered before it, such as a framing refusal).
-const UNKNOWN_CLIENT = Object.freeze({ peer: "", address: "", vouched: null });
-
-/** What one config snapshot runs with. */
-interface Runtime {
-  readonly config: Snapshot;
-  readonly stages: readonly Stage[];
-  readonly forwarder: Forwarder;
-  readonly limiterStore: CounterStore;
-}
-
-/** Deadlines for slow clients (a slowloris holds connections otherwise), in milliseconds. */
-export interface ClientTimeouts {
-  /** The whole header section must arrive within this; 408 after (default 15 s). */
-  readonly headersMs?: number;
-  /** A token request's body must arrive within this once it is wanted; 408 after (default 10 s). */
-  readonly tokenBodyMs?: number;
-}
-
-/** The header deadline: RFC 9110 §15.5.9, 10–20 s rather than Node's 60 s (CVE-2018-12122). */
-const HEADERS_TIMEOUT_MS = 15_000;
-/**
- * The token request body's deadline: shorter than nginx's client_body_timeout
- * (60 s) since the body is at most 8 KiB, and far below Node's 300 s requestTimeout, which a
- * client trickling bytes could otherwise hold the connection for.
- */
-const TOKEN_BODY_TIMEOUT_MS = 10_000;
+export type { ClientTimeouts };
 
 /** How to start gatehouse; everything but the config path has a default. */
 export interface StartOptions {
@@ -94,172 +61,49 @@ export interface Gatehouse {
 
 /** Loads the config (throwing ConfigError if invalid) and starts serving. */
 export async function startGatehouse(options: StartOptions): Promise<Gatehouse> {
-  const env = options.env ?? process.env;
-  // Generated once: a reload must not invalidate the tokens signed with a generated key.
-  const ephemeralKeys = createEphemeralKeys();
-  const plainSecrets = createPlainSecrets();
-  const first = await loadSnapshot(options.configPath, { env, ephemeralKeys, plainSecrets });
+  const source: ConfigSource = {
+    path: options.configPath,
+    env: options.env ?? process.env,
+    // Generated once: a reload must not invalidate the tokens signed with a generated key.
+    ephemeralKeys: createEphemeralKeys(),
+    plainSecrets: createPlainSecrets(),
+  };
+  const first = await loadSnapshot(source.path, source);
   const log = options.log ?? createLogger(first.file.logging.level);
   const metrics = createMetrics();
-  let draining = false;
-  const lifecycle: Lifecycle = {
-    get draining() {
-      return draining;
-    },
-    // Under a Redis outage with `on_outage: closed` the replica takes no traffic.
-    ready: () => !draining && limitsReady(store.current),
-  };
+  const deadlines = clientDeadlines(options.clientTimeouts);
+  // Under a Redis outage with `on_outage: closed` the replica takes no traffic.
+  const lifecycle = createLifecycle(() => runtimeReady(store.current));
   const services: Services = {
     log,
     metrics,
     now: options.now ?? Date.now,
     newId: options.newId ?? createRequestIds(),
     lifecycle,
-    tokenBodyMs: options.clientTimeouts?.tokenBodyMs ?? TOKEN_BODY_TIMEOUT_MS,
+    tokenBodyMs: deadlines.tokenBodyMs,
   };
 
-  // One memory store per process, one connection per Redis connection settings and one store per
-  // Redis settings, outliving reloads: a plan that a reload leaves alone keeps its counters, and a
-  // reload that changes only the prefix or outage policy keeps the connection.
-  const memoryStore = createMemoryStore({ now: services.now });
-  if (first.limits.stateFile !== undefined) {
-    await restoreCounters(memoryStore, first.limits.stateFile, services.now(), log);
-  }
-  // Redis's client is loaded with the first config that names Redis, never for the memory store.
-  let redisStores: Promise<RedisStores> | undefined;
-  const loadRedisStores = (): Promise<RedisStores> =>
-    (redisStores ??= import("./limits/redis-stores.js").then((module) =>
-      module.createRedisStores({ log, metrics, now: services.now }),
-    ));
-  const storeFor = (settings: StoreSettings): CounterStore | Promise<CounterStore> => {
-    if (settings.kind === "memory") return memoryStore;
-    return loadRedisStores().then((stores) => stores.storeFor(settings));
+  const parts: RuntimeParts = {
+    services,
+    forwarders: createForwarderPool(services),
+    limiterStores: await openLimiterStores(services, first.limits.stateFile),
   };
-  // What the config in force does not use is let go: its connection is closed.
-  const releaseRedis = async (inForce: StoreSettings | undefined): Promise<void> => {
-    if (redisStores === undefined) return;
-    await (await redisStores).release(inForce?.kind === "redis" ? inForce : undefined);
-  };
-
-  const forwarders = new Map<string, Forwarder>();
-  const warn = createWarnOnce(log);
-  const prepare = async (config: Snapshot): Promise<Runtime> => {
-    if (config.tokens.ephemeralKey) {
-      warn(
-        "no signing key configured (tokens.signing): tokens are signed with a key generated at start; they die with the process and are not shared between replicas",
-      );
-    }
-    for (const { line, col, message } of config.warnings) warn(message, { line, col });
-    const key = forwarderKey(config.upstream);
-    let forwarder = forwarders.get(key);
-    if (forwarder === undefined) {
-      forwarder = createForwarder(config.upstream, services);
-      forwarders.set(key, forwarder);
-    }
-    const limiterStore = await storeFor(config.limits.store);
-    return {
-      config,
-      forwarder,
-      limiterStore,
-      stages: buildStages(config, { services, forwarder, limiterStore }),
-    };
-  };
-  const access = createAccessLog(log);
-  const store: ConfigStore<Runtime> = createConfigStore<Runtime>({
-    path: options.configPath,
-    env,
-    ephemeralKeys,
-    plainSecrets,
-    log,
-    metrics,
-    initial: await prepare(first),
-    prepare,
-    onSwap(previous, next) {
-      if (previous.forwarder !== next.forwarder) {
-        forwarders.delete(previous.forwarder.key);
-        previous.forwarder.retire();
-      }
-      void releaseRedis(next.config.limits.store);
-      log.level = next.config.file.logging.level;
-    },
+  const store = await openConfigStore(first, source, parts);
+  const entry = createEntry(() => store.current.stages, services);
+  const server = createPublicServer(entry.handle, {
+    headersMs: deadlines.headersMs,
+    maxConnections: () => store.current.config.file.max_connections,
+    now: services.now,
   });
-
-  let inFlight = 0;
-  let drained: (() => void) | undefined;
-  // One listener for every response, finding its request's context on the response.
-  function onResponseClose(this: ServerResponse): void {
-    inFlight--;
-    accessLog((this as TrackedResponse)[CONTEXT] as RequestContext, access, metrics);
-    if (inFlight === 0) drained?.();
-  }
-  const handle = (req: IncomingMessage, res: ServerResponse): void => {
-    const runtime = store.current;
-    const ctx: RequestContext = {
-      req,
-      res,
-      startedAt: performance.now(),
-      requestId: "",
-      client: UNKNOWN_CLIENT,
-      path: "",
-      query: null,
-      route: undefined,
-      clientId: undefined,
-      language: undefined,
-      responseHeaders: {},
-      decision: "none",
-      upstreamMs: undefined,
-    };
-    inFlight++;
-    (res as TrackedResponse)[CONTEXT] = ctx;
-    res.on("close", onResponseClose);
-    runPipeline(runtime.stages, ctx, services);
-  };
-
-  const headersTimeout = options.clientTimeouts?.headersMs ?? HEADERS_TIMEOUT_MS;
-  const server = createHttpServer({
-    headersTimeout,
-    // Node looks for expired deadlines only this often (30 s by default, so a 15 s deadline could
-    // hold a connection for 45 s); a fifth of the deadline keeps the overshoot within 20 %.
-    connectionsCheckingInterval: Math.ceil(headersTimeout / 5),
-    keepAliveTimeout: 5_000,
-    // The framing stage answers a missing Host itself, with a JSON body like every other error.
-    requireHostHeader: false,
-  });
-  const { onRequest, afterPending } = manageConnections(
-    server,
-    handle,
-    () => store.current.config.file.max_connections,
-  );
-  server.on("request", onRequest);
-  // Node's own parser errors, header overflow and timeouts get JSON bodies too.
-  server.on("clientError", createClientErrorHandler(services.now, afterPending));
-  // With this listener Node does not answer `100 Continue` by itself: a request refused before
-  // its body is needed never invites the body (RFC 9110 §10.1.1).
-  server.on("checkContinue", onRequest);
-
-  const admin = createAdminServer(
-    adminRoutes({
-      log,
-      metrics,
-      config: () => store.current.config,
-      limits: { current: () => store.current, now: services.now },
-    }),
-    log,
-    {
-      token: () => store.current.config.adminToken,
-      host: (options.adminListen ?? first.adminListen).host,
-    },
-  );
-
-  const listen = options.listen ?? first.listen;
   const adminListen = options.adminListen ?? first.adminListen;
+  const admin = createAdmin(services, () => store.current, adminListen.host);
   try {
-    await listenOn(server, listen);
+    await listenOn(server, options.listen ?? first.listen);
     await listenOn(admin, adminListen);
   } catch (error) {
     // Nothing is served: let go of what was opened, so the caller's process can end.
     server.close();
-    await releaseRedis(undefined);
+    await parts.limiterStores.release(undefined);
     throw error;
   }
   if (options.watch !== false) store.watch();
@@ -275,38 +119,6 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
   // Whoever started the process waits for this line; it does not wait for the buffer to fill.
   log.flush();
 
-  let shutdownPromise: Promise<void> | undefined;
-  const shutdown = (): Promise<void> => {
-    shutdownPromise ??= (async () => {
-      const { delayMs, graceMs } = store.current.config.shutdown;
-      draining = true;
-      log.info({ delayMs, graceMs, inFlight }, "draining");
-      await sleep(delayMs);
-      store.close();
-      const closed = new Promise<void>((done) => server.close(() => done()));
-      server.closeIdleConnections();
-      const finished =
-        inFlight === 0 ? Promise.resolve() : new Promise<void>((done) => (drained = done));
-      const graceOver = await Promise.race([
-        finished.then(() => false),
-        sleep(graceMs).then(() => true),
-      ]);
-      if (graceOver) log.warn({ inFlight }, "grace period over; closing the remaining connections");
-      server.closeAllConnections();
-      await closed;
-      await new Promise<void>((done) => admin.close(() => done()));
-      admin.closeAllConnections();
-      for (const forwarder of forwarders.values()) forwarder.retire();
-      // After the drain, so the requests that finished during it are counted in the file.
-      const { stateFile } = store.current.config.limits;
-      if (stateFile !== undefined) await saveCounters(memoryStore, stateFile, services.now(), log);
-      await releaseRedis(undefined);
-      memoryStore.close();
-      log.info("stopped");
-    })();
-    return shutdownPromise;
-  };
-
   return {
     address: server.address() as AddressInfo,
     adminAddress: admin.address() as AddressInfo,
@@ -314,46 +126,6 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
     metrics,
     config: () => store.current.config,
     reload: (trigger = "api") => store.reload(trigger),
-    shutdown,
+    shutdown: createShutdown(lifecycle, { ...parts, store, requests: entry, server, admin }),
   };
-}
-
-function limitsReady(runtime: Runtime): boolean {
-  const settings = runtime.config.limits.store;
-  return (
-    settings.kind === "memory" || settings.onOutage !== "closed" || runtime.limiterStore.healthy()
-  );
-}
-
-function accessLog(ctx: RequestContext, log: AccessLog, metrics: Metrics): void {
-  const { res } = ctx;
-  const status = res.writableFinished ? res.statusCode : 499;
-  const durationMs = performance.now() - ctx.startedAt;
-  const route = ctx.route?.pattern ?? "-";
-  metrics.requests.request(route, status, ctx.decision, durationMs / 1000);
-  log.write({
-    requestId: ctx.requestId,
-    method: ctx.req.method,
-    path: ctx.path,
-    route,
-    status,
-    durationMs,
-    upstreamMs: ctx.upstreamMs,
-    clientId: ctx.clientId,
-    decision: ctx.decision,
-  });
-}
-
-function listenOn(server: Server, at: { host: string; port: number }): Promise<void> {
-  return new Promise((done, fail) => {
-    server.once("error", fail);
-    server.listen(at.port, at.host, () => {
-      server.off("error", fail);
-      done();
-    });
-  });
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((done) => setTimeout(done, ms));
 }

@@ -6,6 +6,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { Logger } from "pino";
 import type { Snapshot } from "../config/snapshot.js";
+import type { Services } from "../core/services.js";
 import type { Metrics } from "../metrics.js";
 import { adminRefusal } from "./access.js";
 import { publicConfig } from "./config-view.js";
@@ -159,4 +160,20 @@ export function createAdminServer(
         }
       });
   });
+}
+
+/**
+ * The admin listener's server (not yet listening) for a running gatehouse: `current` gives the
+ * runtime in force (its snapshot and limiter store), `host` is where the listener is bound.
+ */
+export function createAdmin(
+  { log, metrics, now }: Pick<Services, "log" | "metrics" | "now">,
+  current: LimitsAdminDeps["current"],
+  host: string,
+): Server {
+  return createAdminServer(
+    adminRoutes({ log, metrics, config: () => current().config, limits: { current, now } }),
+    log,
+    { token: () => current().config.adminToken, host },
+  );
 }

@@ -1,0 +1,79 @@
+/**
+ * What each config snapshot runs with: its stages, the forwarder for its upstream and the limiter
+ * store for its limits, built at start and on every reload, and the config store that swaps it
+ * whole and lets go of what the previous one used.
+ */
+import type { Stage } from "../core/context.js";
+import type { Services } from "../core/services.js";
+import type { Snapshot } from "../config/snapshot.js";
+import { createConfigStore, type ConfigStore, type ConfigStoreOptions } from "../config/store.js";
+import type { CounterStore } from "../limits/counters.js";
+import { limitsReady, type LimiterStores } from "../limits/stores.js";
+import { createWarnOnce } from "../log.js";
+import { buildStages } from "../stages/index.js";
+import type { Forwarder } from "../upstream/forwarder.js";
+import type { ForwarderPool } from "../upstream/forwarders.js";
+
+/** What one config snapshot runs with. */
+export interface Runtime {
+  readonly config: Snapshot;
+  readonly stages: readonly Stage[];
+  readonly forwarder: Forwarder;
+  readonly limiterStore: CounterStore;
+}
+
+/** Where the config is read from, and what every snapshot is built with. */
+export type ConfigSource = Pick<
+  ConfigStoreOptions<Runtime>,
+  "path" | "env" | "ephemeralKeys" | "plainSecrets"
+>;
+
+/** What the runtimes are built from, outliving reloads. */
+export interface RuntimeParts {
+  readonly services: Services;
+  readonly forwarders: ForwarderPool;
+  readonly limiterStores: LimiterStores;
+}
+
+/** The config store holding the runtime of `first`, building one for each reloaded snapshot. */
+export async function openConfigStore(
+  first: Snapshot,
+  source: ConfigSource,
+  { services, forwarders, limiterStores }: RuntimeParts,
+): Promise<ConfigStore<Runtime>> {
+  const { log, metrics } = services;
+  const warn = createWarnOnce(log);
+  const prepare = async (config: Snapshot): Promise<Runtime> => {
+    if (config.tokens.ephemeralKey) {
+      warn(
+        "no signing key configured (tokens.signing): tokens are signed with a key generated at start; they die with the process and are not shared between replicas",
+      );
+    }
+    for (const { line, col, message } of config.warnings) warn(message, { line, col });
+    const forwarder = forwarders.forwarderFor(config.upstream);
+    const limiterStore = await limiterStores.storeFor(config.limits.store);
+    return {
+      config,
+      forwarder,
+      limiterStore,
+      stages: buildStages(config, { services, forwarder, limiterStore }),
+    };
+  };
+  return createConfigStore<Runtime>({
+    ...source,
+    log,
+    metrics,
+    initial: await prepare(first),
+    prepare,
+    onSwap(previous, next) {
+      forwarders.replace(previous.forwarder, next.forwarder);
+      void limiterStores.release(next.config.limits.store);
+      log.level = next.config.file.logging.level;
+    },
+  });
+}
+
+/** Whether `runtime` lets the replica take traffic (its limiter store may forbid it). */
+export function runtimeReady({ config, limiterStore }: Runtime): boolean {
+  return limitsReady(config.limits.store, limiterStore);
+}

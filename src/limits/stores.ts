@@ -1,0 +1,61 @@
+/**
+ * The limiter stores of a process, outliving reloads: one memory store, its counters restored from
+ * the state file at start and saved to it at shutdown, and the Redis stores, whose client is
+ * loaded with the first config that names Redis, never for the memory store. A plan that a reload
+ * leaves alone keeps its counters, and a reload that changes only the prefix or outage policy
+ * keeps the connection.
+ */
+import type { CounterStore } from "./counters.js";
+import { createMemoryStore } from "./memory-store.js";
+import type { StoreSettings } from "./plans.js";
+import type { RedisStores, RedisStoresServices } from "./redis-stores.js";
+import { restoreCounters, saveCounters } from "./state-file.js";
+
+/** The registry of limiter stores. */
+export interface LimiterStores {
+  /** The store for `settings`: the memory store, or a Redis store once Redis's client is loaded. */
+  storeFor(settings: StoreSettings): CounterStore | Promise<CounterStore>;
+  /** Closes the Redis stores and connections that `inForce` does not use (none: every one). */
+  release(inForce: StoreSettings | undefined): Promise<void>;
+  /** At shutdown: saves the memory store's counters to `stateFile`, if any; closes every store. */
+  close(stateFile: string | undefined): Promise<void>;
+}
+
+/** Creates the registry, restoring the memory store's counters from `stateFile`, if any. */
+export async function openLimiterStores(
+  services: RedisStoresServices,
+  stateFile: string | undefined,
+): Promise<LimiterStores> {
+  const { log, now } = services;
+  const memoryStore = createMemoryStore({ now });
+  if (stateFile !== undefined) await restoreCounters(memoryStore, stateFile, now(), log);
+  let redisStores: Promise<RedisStores> | undefined;
+  const loadRedisStores = (): Promise<RedisStores> =>
+    (redisStores ??= import("./redis-stores.js").then((module) =>
+      module.createRedisStores(services),
+    ));
+  const release = async (inForce: StoreSettings | undefined): Promise<void> => {
+    if (redisStores === undefined) return;
+    await (await redisStores).release(inForce?.kind === "redis" ? inForce : undefined);
+  };
+  return {
+    storeFor(settings) {
+      if (settings.kind === "memory") return memoryStore;
+      return loadRedisStores().then((stores) => stores.storeFor(settings));
+    },
+    release,
+    async close(stateFile) {
+      if (stateFile !== undefined) await saveCounters(memoryStore, stateFile, now(), log);
+      await release(undefined);
+      memoryStore.close();
+    },
+  };
+}
+
+/**
+ * Whether the limits let the replica take traffic: not under a Redis outage with
+ * `on_outage: closed`.
+ */
+export function limitsReady(settings: StoreSettings, store: CounterStore): boolean {
+  return settings.kind === "memory" || settings.onOutage !== "closed" || store.healthy();
+}

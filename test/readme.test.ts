@@ -1,6 +1,7 @@
 import { readFile } from "node:fs/promises";
 import t from "tap";
 import { configJsonSchema } from "../src/config/json-schema.js";
+import { ERROR_CODES } from "../src/http/error-codes.js";
 
 interface JsonSchema {
   type?: string;
@@ -35,6 +36,14 @@ t.test("the README's configuration reference lists exactly the schema's keys", a
   const documented = [...section.matchAll(/^\| `([^`]+)`\s*\|/gm)].map((m) => m[1] as string);
   const keys = [...new Set(leafKeys(JSON.parse(configJsonSchema()) as JsonSchema, ""))];
   t.strictSame([...documented].sort(), [...keys].sort());
+});
+
+// Every error body's code is one of ERROR_CODES, which the type checker holds every answer to.
+t.test("the README's Errors table lists exactly the stable error codes", async (t) => {
+  const readme = await readFile("README.md", "utf8");
+  const section = /## Errors\n([\s\S]*?)\n## /.exec(readme)?.[1] ?? "";
+  const documented = [...section.matchAll(/^\| \d{3}\s*\| `([a-z_]+)`/gm)].map((m) => m[1]);
+  t.strictSame([...documented].sort(), [...ERROR_CODES].sort());
 });
 
 t.test("the README's two commands are the ones CI runs", async (t) => {

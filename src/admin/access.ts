@@ -5,6 +5,7 @@
  */
 import { createHash, timingSafeEqual } from "node:crypto";
 import { isIP } from "node:net";
+import { errorReply } from "../core/context.js";
 import type { AdminAnswer } from "./limits.js";
 
 /** Whether `host` (as in `admin_listen`) is reachable only from this machine. */
@@ -29,26 +30,21 @@ export function adminRefusal(
   authorization: string | undefined,
   token: string | undefined,
   listenHost: string,
-): (AdminAnswer & { readonly headers?: Record<string, string> }) | undefined {
+): AdminAnswer | undefined {
   if (metrics) return undefined;
   if (token !== undefined) {
     const given = /^Bearer +(\S+)$/i.exec(authorization ?? "")?.[1];
     if (given !== undefined && sameToken(given, token)) return undefined;
-    return {
-      status: 401,
-      headers: { "www-authenticate": 'Bearer realm="gatehouse-admin"' },
-      body: { error: "unauthorized", message: "the admin API needs its bearer token" },
-    };
+    return errorReply(401, "unauthorized", "the admin API needs its bearer token", {
+      "www-authenticate": 'Bearer realm="gatehouse-admin"',
+    });
   }
   if (method !== "GET" && method !== "HEAD" && !isLoopback(listenHost)) {
-    return {
-      status: 403,
-      body: {
-        error: "admin_token_required",
-        message:
-          "admin_listen is reachable from other machines: set admin_token_env to change counters",
-      },
-    };
+    return errorReply(
+      403,
+      "admin_token_required",
+      "admin_listen is reachable from other machines: set admin_token_env to change counters",
+    );
   }
   return undefined;
 }

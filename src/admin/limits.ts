@@ -5,6 +5,7 @@
  */
 import { isIP } from "node:net";
 import type { Snapshot } from "../config/snapshot.js";
+import { errorReply, type Reply } from "../core/context.js";
 import { addressKey } from "../limits/client-key.js";
 import type { CounterStore } from "../limits/counters.js";
 import { decide } from "../limits/decide.js";
@@ -12,10 +13,7 @@ import { preparePlan } from "../limits/enforce.js";
 import type { Plan } from "../limits/plans.js";
 
 /** An admin answer: a status and, but for 204, a JSON body. */
-export interface AdminAnswer {
-  readonly status: number;
-  readonly body?: Record<string, unknown>;
-}
+export type AdminAnswer = Reply;
 
 /** What the limits admin reads: the config in force, its store and the clock. */
 export interface LimitsAdminDeps {
@@ -36,7 +34,7 @@ interface LimitView {
 const PATH = /^\/limits\/(clients|addresses)\/([^/?]+)$/;
 
 function notFound(message: string): AdminAnswer {
-  return { status: 404, body: { error: "not_found", message } };
+  return errorReply(404, "not_found", message);
 }
 
 /** Whose counters a path names, or the answer when it names none. */
@@ -49,14 +47,11 @@ function target(kind: string, raw: string): Target | AdminAnswer {
   try {
     text = decodeURIComponent(raw);
   } catch {
-    return { status: 400, body: { error: "invalid_request", message: "the path is not valid" } };
+    return errorReply(400, "invalid_request", "the path is not valid");
   }
   if (kind === "clients") return { kind: "client", id: text, subject: `client:${text}` };
   if (isIP(text.replace(/%.*$/, "")) === 0) {
-    return {
-      status: 400,
-      body: { error: "invalid_request", message: "the address is not an IPv4 or IPv6 address" },
-    };
+    return errorReply(400, "invalid_request", "the address is not an IPv4 or IPv6 address");
   }
   const subject = addressKey(text);
   return { kind: "address", folded: subject.slice("ip:".length), subject };

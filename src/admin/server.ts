@@ -6,11 +6,12 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { Logger } from "pino";
 import type { Snapshot } from "../config/snapshot.js";
+import { errorReply } from "../core/context.js";
 import type { Services } from "../core/services.js";
 import type { Metrics } from "../metrics.js";
 import { adminRefusal } from "./access.js";
 import { publicConfig } from "./config-view.js";
-import { limitsAdmin, type LimitsAdminDeps } from "./limits.js";
+import { limitsAdmin, type AdminAnswer, type LimitsAdminDeps } from "./limits.js";
 import { packageVersion } from "./version.js";
 
 /** One admin route. */
@@ -43,6 +44,13 @@ export function sendJson(res: ServerResponse, status: number, body: unknown): vo
   res.end(JSON.stringify(body));
 }
 
+/** Writes an answer: its headers, and its body as JSON when it has one. */
+function sendAnswer(res: ServerResponse, answer: AdminAnswer): void {
+  for (const [name, value] of Object.entries(answer.headers ?? {})) res.setHeader(name, value);
+  if (answer.body === undefined) res.writeHead(answer.status).end();
+  else sendJson(res, answer.status, answer.body);
+}
+
 /** The routes every admin listener serves. */
 export function adminRoutes({ log, metrics, config, limits }: AdminContext): AdminRoute[] {
   const counters = (method: "GET" | "DELETE"): AdminRoute => ({
@@ -54,22 +62,17 @@ export function adminRoutes({ log, metrics, config, limits }: AdminContext): Adm
         answer = await limitsAdmin(method, `/limits/${rest}`, limits);
       } catch (error) {
         log.warn({ err: error }, "admin limits request failed");
-        sendJson(res, 503, {
-          error: "limits_unavailable",
-          message: "the limits store cannot be reached; try again shortly",
-        });
-        return;
+        answer = errorReply(
+          503,
+          "limits_unavailable",
+          "the limits store cannot be reached; try again shortly",
+        );
       }
-      if (answer === undefined) {
-        sendJson(res, 404, {
-          error: "not_found",
-          message: "use /limits/clients/{id} or /limits/addresses/{address}",
-        });
-      } else if (answer.body === undefined) {
-        res.writeHead(answer.status).end();
-      } else {
-        sendJson(res, answer.status, answer.body);
-      }
+      sendAnswer(
+        res,
+        answer ??
+          errorReply(404, "not_found", "use /limits/clients/{id} or /limits/addresses/{address}"),
+      );
     },
   });
   return [
@@ -125,9 +128,7 @@ export function createAdminServer(
       access.host,
     );
     if (refusal !== undefined) {
-      if (refusal.headers !== undefined)
-        for (const [k, v] of Object.entries(refusal.headers)) res.setHeader(k, v);
-      sendJson(res, refusal.status, refusal.body);
+      sendAnswer(res, refusal);
       return;
     }
     const found = routes.flatMap((route) => {
@@ -136,17 +137,14 @@ export function createAdminServer(
     });
     if (found.length === 0) {
       const paths = routes.map((route) => `${route.method} ${route.path}`).join(", ");
-      sendJson(res, 404, { error: "not_found", message: `the admin listener serves ${paths}` });
+      sendAnswer(res, errorReply(404, "not_found", `the admin listener serves ${paths}`));
       return;
     }
     const chosen = found.find(({ route }) => route.method === method);
     if (chosen === undefined) {
       const allow = [...new Set(found.map(({ route }) => route.method))].join(", ");
       res.setHeader("allow", allow);
-      sendJson(res, 405, {
-        error: "method_not_allowed",
-        message: `${path} answers ${allow}`,
-      });
+      sendAnswer(res, errorReply(405, "method_not_allowed", `${path} answers ${allow}`));
       return;
     }
     Promise.resolve()
@@ -154,7 +152,7 @@ export function createAdminServer(
       .catch((error: unknown) => {
         log.error({ err: error, path }, "admin request failed");
         if (!res.headersSent) {
-          sendJson(res, 500, { error: "internal_error", message: "see gatehouse's log" });
+          sendAnswer(res, errorReply(500, "internal_error", "see gatehouse's log"));
         } else {
           res.destroy();
         }

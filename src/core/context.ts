@@ -1,6 +1,7 @@
 /** The per-request context that stages read facts from and add facts to. */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { ClientFacts } from "../http/client-ip.js";
+import type { ErrorCode } from "../http/error-codes.js";
 import type { Route } from "../routes/table.js";
 
 /** An answer gatehouse gives itself; `body` is sent as JSON unless it is a string or Buffer. */
@@ -48,7 +49,7 @@ export interface RequestContext {
 /** A JSON error reply: `{"error": code, "message": message}`. */
 export function errorReply(
   status: number,
-  code: string,
+  code: ErrorCode,
   message: string,
   headers?: Readonly<Record<string, string>>,
 ): Reply {

@@ -5,11 +5,12 @@
 import { maxHeaderSize, STATUS_CODES, type ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import type { Duplex } from "node:stream";
+import type { ErrorCode } from "./error-codes.js";
 
 /** What one parser error is answered with. */
 interface ClientErrorAnswer {
   readonly status: number;
-  readonly code: string;
+  readonly code: ErrorCode;
   readonly message: string;
 }
 

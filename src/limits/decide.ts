@@ -2,11 +2,12 @@
  * The limit decision, as plain data: computed from the counters once, then rendered into headers
  * and a status by `headers.ts` (fastify-rate-limit keeps the same split).
  */
+import type { ErrorCode } from "../http/error-codes.js";
 import { refuses, type Counted } from "./counters.js";
 import type { Plan } from "./plans.js";
 
 /** Why a request is (or, in dry run, would be) refused. */
-export type Refusal = "rate_limited" | "quota_exceeded";
+export type Refusal = Extract<ErrorCode, "rate_limited" | "quota_exceeded">;
 
 /** The name the quota goes by among a plan's limits. */
 export const QUOTA_POLICY = "quota";

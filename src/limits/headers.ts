@@ -1,6 +1,6 @@
 /** The one place a limit decision becomes response headers and, when it refuses, the 429. */
 import type { Reply } from "../core/context.js";
-import type { Decision } from "./decide.js";
+import type { Decision, Refusal } from "./decide.js";
 
 /** How the limit headers are written. */
 export interface HeaderStyle {
@@ -84,7 +84,7 @@ export function renderDecision(
  * plan's limits) and its window, and Retry-After (whole seconds) says when to come back.
  */
 export function tooManyRequests(
-  error: string,
+  error: Refusal,
   message: string,
   retryAfter: number,
   limit: number,

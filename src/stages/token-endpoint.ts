@@ -1,5 +1,6 @@
 import type { IncomingMessage } from "node:http";
 import type { TokenSettings } from "../tokens/settings.js";
+import type { ErrorCode } from "../http/error-codes.js";
 import { GatehouseError } from "../http/errors.js";
 import type { FailureDecision, FailureLimiter } from "../limits/failures.js";
 import {
@@ -34,7 +35,7 @@ const BASIC_CHALLENGE = 'Basic realm="gatehouse"';
 
 function oauthError(
   status: number,
-  code: string,
+  code: ErrorCode,
   description: string,
   headers: Readonly<Record<string, string>> = {},
 ): Reply {

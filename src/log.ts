@@ -1,6 +1,7 @@
 /** The process logger: pino JSON lines, with every credential-bearing field redacted. */
 import { writeSync } from "node:fs";
 import { pino, type Logger, type DestinationStream } from "pino";
+import { systemClock, type Clock } from "./clock.js";
 
 /** Paths that could carry secrets; they never reach a log line. */
 export const REDACTED_PATHS = [
@@ -73,11 +74,12 @@ const OPTIONS = {
 export class BufferedLines implements DestinationStream {
   private readonly bytes = Buffer.allocUnsafeSlow(LOG_BUFFER_BYTES + LOG_LINE_ROOM);
   private used = 0;
-  private readonly timer: NodeJS.Timeout;
 
-  constructor(private readonly fd: number) {
-    this.timer = setInterval(() => this.flush(), LOG_FLUSH_MS);
-    this.timer.unref();
+  constructor(
+    private readonly fd: number,
+    clock: Clock = systemClock,
+  ) {
+    clock.every(LOG_FLUSH_MS, () => this.flush());
   }
 
   /** Queues an access line. */

@@ -14,6 +14,7 @@ import { listenOn } from "./http/listen.js";
 import { clientDeadlines, createPublicServer, type ClientTimeouts } from "./http/public-server.js";
 import { createRequestIds } from "./http/request-ids.js";
 import { createAdmin } from "./admin/server.js";
+import { systemClock, type Clock } from "./clock.js";
 import { createLogger } from "./log.js";
 import { createMetrics, type Metrics } from "./metrics.js";
 import { createEntry } from "./core/entry.js";
@@ -36,6 +37,8 @@ export interface StartOptions {
   /** Overrides the logger (tests pass one writing to a buffer). */
   readonly log?: Logger;
   readonly now?: () => number;
+  /** Overrides the monotonic clock and its timers (tests move time instead of waiting). */
+  readonly clock?: Clock;
   readonly newId?: () => string;
   /** Overrides `listen` and `admin_listen` (tests use port 0). */
   readonly listen?: { readonly host: string; readonly port: number };
@@ -78,6 +81,7 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
     log,
     metrics,
     now: options.now ?? Date.now,
+    clock: options.clock ?? systemClock,
     newId: options.newId ?? createRequestIds(),
     lifecycle,
     tokenBodyMs: deadlines.tokenBodyMs,

@@ -2,8 +2,8 @@ import { closeSync, openSync, readFileSync, statSync, writeFileSync } from "node
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { setTimeout } from "node:timers/promises";
 import t, { type Test } from "tap";
+import type { Clock } from "../src/clock.js";
 import {
   BufferedLines,
   createAccessLog,
@@ -12,6 +12,7 @@ import {
   LOG_FLUSH_MS,
 } from "../src/log.js";
 import { memoryLogger } from "./helpers/gatehouse.js";
+import { manualClock } from "./helpers/clock.js";
 
 // Access lines are formatted without pino's serialiser; they must still be valid JSON lines in
 // pino's shape, whatever the values hold.
@@ -63,8 +64,11 @@ t.test("nothing is written above the info level", async (t) => {
   t.equal(logs.length, 0);
 });
 
-/** BufferedLines writing to a new temporary file, removed after the test. */
-async function fileOutput(t: Test): Promise<{ file: string; out: BufferedLines }> {
+/** BufferedLines writing to a new temporary file, removed after the test, on `clock`. */
+async function fileOutput(
+  t: Test,
+  clock: Clock = manualClock(),
+): Promise<{ file: string; out: BufferedLines }> {
   const dir = await mkdtemp(join(tmpdir(), "gatehouse-log-"));
   const file = join(dir, "out.log");
   const fd = openSync(file, "w");
@@ -72,13 +76,14 @@ async function fileOutput(t: Test): Promise<{ file: string; out: BufferedLines }
     closeSync(fd);
     await rm(dir, { recursive: true, force: true });
   });
-  return { file, out: new BufferedLines(fd) };
+  return { file, out: new BufferedLines(fd, clock) };
 }
 
 t.test(
   "standard output: access lines wait for 16 KiB or a second; other lines go at once",
   async (t) => {
-    const { file, out } = await fileOutput(t);
+    const clock = manualClock();
+    const { file, out } = await fileOutput(t, clock);
     const log = createLogger("info", out);
     const access = createAccessLog(log);
     const written = () => readFileSync(file, "utf8").split("\n").filter(Boolean);
@@ -103,7 +108,9 @@ t.test(
 
     access.write(fields);
     const count = written().length;
-    await setTimeout(LOG_FLUSH_MS + 300);
+    clock.advance(LOG_FLUSH_MS - 1);
+    t.equal(written().length, count, "a waiting line waits until its second is up");
+    clock.advance(1);
     t.equal(written().length, count + 1, "a waiting line is written within a second");
     access.write(fields);
     await new Promise<void>((done) => log.flush(() => done()));
@@ -128,7 +135,7 @@ t.test("an output that fails loses lines, not the process", async (t) => {
   const file = join(dir, "out.log");
   writeFileSync(file, "");
   const fd = openSync(file, "r");
-  const out = new BufferedLines(fd);
+  const out = new BufferedLines(fd, manualClock());
   t.doesNotThrow(() => out.write("a line nobody can write\n"));
   closeSync(fd);
 });

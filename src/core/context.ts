@@ -24,7 +24,7 @@ export type Stage = (ctx: RequestContext) => Outcome | Promise<Outcome>;
 export interface RequestContext {
   readonly req: IncomingMessage;
   readonly res: ServerResponse;
-  /** performance.now() at arrival. */
+  /** The clock's monotonic milliseconds at arrival. */
   readonly startedAt: number;
   requestId: string;
   /** Who sent the request (set by the client stage, before anything reads it). */

@@ -4,7 +4,7 @@
  * counted. The requests in flight are counted too, so a drain knows when none is left.
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { performance } from "node:perf_hooks";
+import type { Clock } from "../clock.js";
 import { createAccessLog, type AccessLog } from "../log.js";
 import type { Metrics } from "../metrics.js";
 import type { RequestContext, Stage } from "./context.js";
@@ -28,21 +28,21 @@ export interface Entry {
 
 /** Creates the entry; `stages` gives the stages of the config in force. */
 export function createEntry(stages: () => readonly Stage[], services: Services): Entry {
-  const { metrics } = services;
+  const { metrics, clock } = services;
   const access = createAccessLog(services.log);
   let inFlight = 0;
   let drained: (() => void) | undefined;
   // One listener for every response, finding its request's context on the response.
   function onResponseClose(this: ServerResponse): void {
     inFlight--;
-    accessLog((this as TrackedResponse)[CONTEXT] as RequestContext, access, metrics);
+    accessLog((this as TrackedResponse)[CONTEXT] as RequestContext, access, metrics, clock);
     if (inFlight === 0) drained?.();
   }
   const handle = (req: IncomingMessage, res: ServerResponse): void => {
     const ctx: RequestContext = {
       req,
       res,
-      startedAt: performance.now(),
+      startedAt: services.clock.monotonic(),
       requestId: "",
       client: UNKNOWN_CLIENT,
       path: "",
@@ -67,10 +67,10 @@ export function createEntry(stages: () => readonly Stage[], services: Services):
   };
 }
 
-function accessLog(ctx: RequestContext, log: AccessLog, metrics: Metrics): void {
+function accessLog(ctx: RequestContext, log: AccessLog, metrics: Metrics, clock: Clock): void {
   const { res } = ctx;
   const status = res.writableFinished ? res.statusCode : 499;
-  const durationMs = performance.now() - ctx.startedAt;
+  const durationMs = clock.monotonic() - ctx.startedAt;
   const route = ctx.route?.pattern ?? "-";
   metrics.requests.request(route, status, ctx.decision, durationMs / 1000);
   log.write({

@@ -1,5 +1,6 @@
 /** What stages may use besides the request: logging, metrics, time, ids and the process state. */
 import type { Logger } from "pino";
+import type { Clock } from "../clock.js";
 import type { Metrics } from "../metrics.js";
 
 /** The process's serving state, read by the readiness stage and the response writers. */
@@ -16,6 +17,8 @@ export interface Services {
   readonly metrics: Metrics;
   /** Epoch milliseconds. */
   readonly now: () => number;
+  /** Monotonic time and timers: deadlines, durations, periodic work. */
+  readonly clock: Clock;
   /** A new request id. */
   readonly newId: () => string;
   readonly lifecycle: Lifecycle;

@@ -15,6 +15,7 @@ import {
   type Where,
 } from "./counters.js";
 import { createCounterTable, type Counter, type CounterTable } from "./counter-table.js";
+import { systemClock, type Clock } from "../clock.js";
 
 /** One saved counter: its full key (`SLOT|SUBJECT`), its points and its end (epoch milliseconds). */
 export interface SavedCounter {
@@ -53,6 +54,8 @@ export interface MemoryStoreOptions {
   readonly where?: Where;
   /** How often ended counters are swept in the background (default 1 s); 0: never. */
   readonly sweepEveryMs?: number;
+  /** The timers of the background sweep (default the process's own). */
+  readonly clock?: Clock;
 }
 
 // Each count sweeps at most this many ended counters: more than a count can create, so the
@@ -94,14 +97,13 @@ function report(
 export function createMemoryStore(options: MemoryStoreOptions): MemoryStore {
   const where = options.where ?? "store";
   const counters = createCounterTable();
+  const clock = options.clock ?? systemClock;
   const timer =
     options.sweepEveryMs === 0
       ? undefined
-      : setInterval(
-          () => counters.sweep(options.now(), SWEEP_PER_TICK),
-          options.sweepEveryMs ?? 1000,
+      : clock.every(options.sweepEveryMs ?? 1000, () =>
+          counters.sweep(options.now(), SWEEP_PER_TICK),
         );
-  timer?.unref();
 
   return {
     healthy: () => true,
@@ -157,6 +159,6 @@ export function createMemoryStore(options: MemoryStoreOptions): MemoryStore {
     },
     size: () => counters.size(),
     sweep: (nowMs) => counters.sweep(nowMs, Number.POSITIVE_INFINITY),
-    close: () => clearInterval(timer),
+    close: () => timer?.cancel(),
   };
 }

@@ -3,12 +3,12 @@
  * server, a Cluster or the primary that Sentinel names, connected in the background, bounded per
  * command, and watched by a health check so readiness follows Redis.
  */
-import { performance } from "node:perf_hooks";
 import { Cluster, Redis, type RedisOptions } from "ioredis";
 import type { Logger } from "pino";
 import type { Metrics } from "../metrics.js";
 import type { RedisSettings } from "./plans.js";
 import { guardedConnector } from "./redis-sockets.js";
+import { systemClock, type Clock } from "../clock.js";
 
 /** How often Redis is asked whether it answers, so readiness follows it within 2 s. */
 const HEALTH_INTERVAL_MS = 500;
@@ -32,6 +32,8 @@ export interface RedisConnection {
 export interface RedisServices {
   readonly log: Logger;
   readonly metrics: Metrics;
+  /** The health check's timer and the time since Redis last answered (default the process's). */
+  readonly clock?: Clock;
 }
 
 // No queue while disconnected and every command bounded, so an outage costs a request at most
@@ -121,6 +123,7 @@ function withoutCommand(error: unknown): { type: string; message: string } | und
  */
 export function connectRedis(settings: RedisSettings, services: RedisServices): RedisConnection {
   const { log, metrics } = services;
+  const clock = services.clock ?? systemClock;
   const client = createClient(settings);
   // Undefined until the first verdict, so that a Redis unreachable from the start is reported.
   let answering: boolean | undefined;
@@ -149,7 +152,7 @@ export function connectRedis(settings: RedisSettings, services: RedisServices): 
   let checking = false;
   const check = (): void => {
     if (client.status !== "ready") return;
-    if (performance.now() - lastAnswer > HEALTH_DEADLINE_MS) {
+    if (clock.monotonic() - lastAnswer > HEALTH_DEADLINE_MS) {
       markAnswering(false, new Error(`no answer to PING for ${HEALTH_DEADLINE_MS} ms`));
       // Connected but silent (a stalled Redis keeps its socket open): drop the connection, so
       // commands fail at once while it lasts instead of each waiting for the timeout.
@@ -161,7 +164,7 @@ export function connectRedis(settings: RedisSettings, services: RedisServices): 
     probe(client)
       .then(
         (able) => {
-          lastAnswer = performance.now();
+          lastAnswer = clock.monotonic();
           markAnswering(able, able ? undefined : new Error("the cluster state is not ok"));
         },
         () => undefined,
@@ -171,17 +174,16 @@ export function connectRedis(settings: RedisSettings, services: RedisServices): 
       });
   };
   client.on("ready", () => {
-    lastAnswer = performance.now();
+    lastAnswer = clock.monotonic();
     check();
   });
-  const health = setInterval(check, HEALTH_INTERVAL_MS);
-  health.unref();
+  const health = clock.every(HEALTH_INTERVAL_MS, check);
   return {
     client,
     healthy: () => answering === true && client.status === "ready",
     async close() {
       closed = true;
-      clearInterval(health);
+      health.cancel();
       try {
         await client.quit();
       } catch {

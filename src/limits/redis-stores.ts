@@ -9,12 +9,14 @@ import { showLimiterStoreUp, type Metrics } from "../metrics.js";
 import type { RedisSettings } from "./plans.js";
 import { connectRedis, type RedisConnection } from "./redis-connection.js";
 import { createRedisStore, type RedisStore } from "./redis-store.js";
+import type { Clock } from "../clock.js";
 
 /** What the Redis stores report to and count by. */
 export interface RedisStoresServices {
   readonly log: Logger;
   readonly metrics: Metrics;
   readonly now: () => number;
+  readonly clock: Clock;
 }
 
 /** The registry of Redis stores. */

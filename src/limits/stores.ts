@@ -26,8 +26,8 @@ export async function openLimiterStores(
   services: RedisStoresServices,
   stateFile: string | undefined,
 ): Promise<LimiterStores> {
-  const { log, now } = services;
-  const memoryStore = createMemoryStore({ now });
+  const { log, now, clock } = services;
+  const memoryStore = createMemoryStore({ now, clock });
   if (stateFile !== undefined) await restoreCounters(memoryStore, stateFile, now(), log);
   let redisStores: Promise<RedisStores> | undefined;
   const loadRedisStores = (): Promise<RedisStores> =>

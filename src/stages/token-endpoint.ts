@@ -1,5 +1,6 @@
 import type { IncomingMessage } from "node:http";
 import type { TokenSettings } from "../tokens/settings.js";
+import type { Clock } from "../clock.js";
 import type { ErrorCode } from "../http/error-codes.js";
 import { GatehouseError } from "../http/errors.js";
 import type { FailureDecision, FailureLimiter } from "../limits/failures.js";
@@ -127,12 +128,17 @@ function chooseCredentials(
 type Body = Buffer | "too_large" | "timeout" | "aborted";
 
 /** Reads the body up to `limit` bytes, giving up after `timeoutMs` (one timer per read). */
-function readBody(req: IncomingMessage, limit: number, timeoutMs: number): Promise<Body> {
+function readBody(
+  req: IncomingMessage,
+  limit: number,
+  timeoutMs: number,
+  clock: Clock,
+): Promise<Body> {
   return new Promise((resolve) => {
     const chunks: Buffer[] = [];
     let size = 0;
     const finish = (result: Body): void => {
-      clearTimeout(timer);
+      timer.cancel();
       req.off("data", onData);
       req.off("end", onEnd);
       req.off("error", onAbort);
@@ -146,7 +152,7 @@ function readBody(req: IncomingMessage, limit: number, timeoutMs: number): Promi
     };
     const onEnd = (): void => finish(Buffer.concat(chunks, size));
     const onAbort = (): void => finish("aborted");
-    const timer = setTimeout(finish, timeoutMs, "timeout");
+    const timer = clock.after(timeoutMs, () => finish("timeout"));
     req.on("data", onData);
     req.on("end", onEnd);
     req.on("error", onAbort);
@@ -205,7 +211,12 @@ async function receiveCredentials(
   const { req } = ctx;
   // Only now is the body wanted (RFC 9110 §10.1.1): a refused request never got 100 Continue.
   if (req.headers.expect !== undefined) ctx.res.writeContinue();
-  const body = await readBody(req, MAX_TOKEN_BODY_BYTES, endpoint.services.tokenBodyMs);
+  const body = await readBody(
+    req,
+    MAX_TOKEN_BODY_BYTES,
+    endpoint.services.tokenBodyMs,
+    endpoint.services.clock,
+  );
   if (body === "aborted") {
     ctx.res.destroy();
     return HANDLED;

@@ -12,9 +12,9 @@
  * one. Measured on forwarded requests after a memory-reducing collection: 1.7 MB promoted per
  * scavenge instead of 4 KB, and 1.45x the CPU per request.
  */
-import { performance } from "node:perf_hooks";
+import { systemClock, type Clock, type Timer } from "../clock.js";
 
-/** Something with a deadline, in performance.now() milliseconds. */
+/** Something with a deadline, in the clock's monotonic milliseconds. */
 export interface Timed {
   deadline: number;
   /** Where the item sits among the pending ones, -1 when it is not pending; kept by Deadlines. */
@@ -29,18 +29,20 @@ export interface Deadlines<T extends Timed> {
 }
 
 /** Creates the deadlines; `expire` receives each item whose deadline has passed, once. */
-export function createDeadlines<T extends Timed>(expire: (item: T) => void): Deadlines<T> {
+export function createDeadlines<T extends Timed>(
+  expire: (item: T) => void,
+  clock: Clock = systemClock,
+): Deadlines<T> {
   const pending: T[] = [];
-  let timer: NodeJS.Timeout | undefined;
+  // A deadline never holds the process open (the clock's timers do not): the request it guards does.
+  let timer: Timer | undefined;
   let armedFor = Infinity;
 
   function arm(at: number): void {
     if (at >= armedFor) return;
-    clearTimeout(timer);
+    timer?.cancel();
     armedFor = at;
-    timer = setTimeout(sweep, Math.max(0, Math.ceil(at - performance.now())));
-    // A deadline never holds the process open: the request it guards does.
-    timer.unref();
+    timer = clock.after(Math.max(0, Math.ceil(at - clock.monotonic())), sweep);
   }
 
   function remove(item: T): void {
@@ -57,7 +59,7 @@ export function createDeadlines<T extends Timed>(expire: (item: T) => void): Dea
   function sweep(): void {
     timer = undefined;
     armedFor = Infinity;
-    const now = performance.now();
+    const now = clock.monotonic();
     const due: T[] = [];
     let next = Infinity;
     // Backwards, so the item that swap-removal moves into a slot has been looked at already.

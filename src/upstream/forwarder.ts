@@ -5,9 +5,9 @@
  */
 import type { ClientRequest, IncomingMessage, InformationEvent, ServerResponse } from "node:http";
 import type { Socket } from "node:net";
-import { performance } from "node:perf_hooks";
 import { errorReply, type RequestContext } from "../core/context.js";
 import { finalHeaders, sendReply } from "../core/respond.js";
+import type { Clock } from "../clock.js";
 import type { Services } from "../core/services.js";
 import type { UpstreamSettings } from "./settings.js";
 import { createDeadlines, type Deadlines } from "./deadlines.js";
@@ -23,7 +23,9 @@ const TIMEOUT = Symbol("gatehouse.timeout");
 interface Exchange {
   readonly ctx: RequestContext;
   readonly timeoutMs: number;
-  /** performance.now() by which the upstream's response headers must arrive. */
+  /** The clock the deadline is read on. */
+  readonly clock: Clock;
+  /** When (on `clock`) the upstream's response headers must have arrived. */
   deadline: number;
   slot: number;
   proxyReq: ClientRequest | undefined;
@@ -63,11 +65,12 @@ export function forwarderKey(upstream: UpstreamSettings): string {
 }
 
 /** A new exchange for `ctx`, whose response headers are due within `timeoutMs`. */
-function newExchange(ctx: RequestContext, timeoutMs: number): Exchange {
-  const sentAt = performance.now();
+function newExchange(ctx: RequestContext, timeoutMs: number, clock: Clock): Exchange {
+  const sentAt = clock.monotonic();
   return {
     ctx,
     timeoutMs,
+    clock,
     deadline: sentAt + timeoutMs,
     slot: -1,
     proxyReq: undefined,
@@ -94,7 +97,7 @@ function writeResponse(
 ): void {
   const { ctx } = exchange;
   const { req } = ctx;
-  ctx.upstreamMs = performance.now() - exchange.sentAt;
+  ctx.upstreamMs = services.clock.monotonic() - exchange.sentAt;
   services.metrics.requests.upstreamResponse(ctx.upstreamMs / 1000);
   const status = proxyRes.statusCode ?? 502;
   const headers = endToEnd(
@@ -171,7 +174,7 @@ export function createForwarder(upstream: UpstreamSettings, services: Services):
   const deadlines = createDeadlines<Exchange>((exchange) => {
     exchange.timedOut = true;
     exchange.proxyReq?.destroy(timeoutError());
-  });
+  }, services.clock);
   const shared: Shared = {
     services,
     pool,
@@ -231,7 +234,7 @@ export function createForwarder(upstream: UpstreamSettings, services: Services):
     key: forwarderKey(upstream),
     forward(ctx, timeoutMs) {
       const { req } = ctx;
-      const exchange = newExchange(ctx, timeoutMs);
+      const exchange = newExchange(ctx, timeoutMs, services.clock);
       (req as TaggedRequest)[CONTEXT] = exchange;
       deadlines.add(exchange);
       req.url = ctx.query === null ? base + ctx.path : `${base}${ctx.path}?${ctx.query}`;
@@ -260,5 +263,5 @@ function timeoutError(): Error {
 // upstream. A stalled upstream stops reading, the chunks stop, and the wait runs out (504).
 function onBodyProgress(this: TaggedRequest): void {
   const exchange = this[CONTEXT];
-  if (exchange !== undefined) exchange.deadline = performance.now() + exchange.timeoutMs;
+  if (exchange !== undefined) exchange.deadline = exchange.clock.monotonic() + exchange.timeoutMs;
 }

@@ -26,6 +26,7 @@ import {
   type ScenarioRuns,
 } from "./report.js";
 import {
+  assertAnswered,
   benchConfig,
   newSecrets,
   newSigningKey,
@@ -268,7 +269,7 @@ async function main(all: string[]): Promise<number> {
       for (const proxy of [...bares, gatehouse, twin]) pin(proxy.pid, settings.pinning.proxies);
     }
 
-    const { ready, skipped } = await prepareScenarios(
+    const ready = await prepareScenarios(
       settings.scenarios.filter((name) => !isLimitScenario(name)),
       bares as [Served, Served],
       gatehouse,
@@ -285,8 +286,13 @@ async function main(all: string[]): Promise<number> {
     });
     started.push(...limits.started);
     ready.push(...limits.ready);
-    skipped.push(...limits.skipped);
+    const { skipped } = limits;
     for (const skip of skipped) process.stderr.write(`${skip.name}: skipped, ${skip.reason}\n`);
+    // A misconfigured run fails here, with what was answered, rather than being measured.
+    for (const scenario of ready) {
+      await assertAnswered(scenario.baseline);
+      await assertAnswered(scenario.candidate);
+    }
     await warmUp(ready, settings);
     const results: ScenarioRuns[] = [];
     for (const scenario of ready) results.push(await runScenario(scenario, settings));

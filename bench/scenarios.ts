@@ -1,8 +1,4 @@
-/**
- * The scenarios: what each sends, to which two targets, and the goal for their CPU ratio. A
- * scenario whose feature has not landed in this build is skipped with the reason, found by
- * probing the running gatehouse rather than by reading its source.
- */
+/** The scenarios: what each sends, to which two targets, and the goal for their CPU ratio. */
 import { generateKeyPairSync, randomBytes } from "node:crypto";
 import type { Served } from "./processes.js";
 
@@ -34,7 +30,7 @@ export interface Scenario {
   readonly candidate: Target;
 }
 
-/** A scenario that cannot run against this build, and why. */
+/** A scenario that cannot run on this machine, and why. */
 export interface Skipped {
   readonly name: string;
   readonly reason: string;
@@ -123,109 +119,45 @@ limits:
 `;
 }
 
-interface Probe {
-  readonly status: number;
-  readonly headers: Headers;
-  readonly body: string;
+/** Throws, with what was answered, unless every process `target` goes to answers its request with 200. */
+export async function assertAnswered(target: Target): Promise<void> {
+  for (const served of target.served) {
+    const response = await fetch(served.url + target.path, { headers: target.headers });
+    const body = await response.text();
+    if (response.status !== 200) {
+      throw new Error(
+        `${served.name}: GET ${target.path} answered ${response.status} ${body.slice(0, 120)}`.trim(),
+      );
+    }
+  }
 }
 
-async function probe(
-  served: Served,
-  path: string,
-  headers: Readonly<Record<string, string>> = {},
-): Promise<Probe> {
-  const response = await fetch(served.url + path, { headers });
-  return { status: response.status, headers: response.headers, body: await response.text() };
-}
-
-function describe(path: string, answer: Probe): string {
-  return `GET ${path} answered ${answer.status} ${answer.body.slice(0, 120)}`.trim();
-}
-
-// RFC 6749 §4.4 client-credentials grant, client authenticated with HTTP Basic (§2.3.1), the
-// method every token endpoint must support; client_secret_post is tried when Basic is refused.
+// RFC 6749 §4.4 client-credentials grant, the client authenticated with HTTP Basic (§2.3.1).
 async function fetchToken(gatehouse: Served, id: string, secret: string): Promise<string> {
   const basic = Buffer.from(`${encodeURIComponent(id)}:${encodeURIComponent(secret)}`);
-  const attempts: Array<[Record<string, string>, URLSearchParams]> = [
-    [
-      { authorization: `Basic ${basic.toString("base64")}` },
-      new URLSearchParams({ grant_type: "client_credentials" }),
-    ],
-    [
-      {},
-      new URLSearchParams({
-        grant_type: "client_credentials",
-        client_id: id,
-        client_secret: secret,
-      }),
-    ],
-  ];
-  let last = "";
-  for (const [headers, body] of attempts) {
-    const response = await fetch(gatehouse.url + TOKEN_PATH, { method: "POST", headers, body });
-    const text = await response.text();
-    if (response.status === 200) {
-      const token = (JSON.parse(text) as { access_token?: unknown }).access_token;
-      if (typeof token === "string") return token;
-    }
-    last = `POST ${TOKEN_PATH} answered ${response.status} ${text.slice(0, 120)}`;
+  const response = await fetch(gatehouse.url + TOKEN_PATH, {
+    method: "POST",
+    headers: { authorization: `Basic ${basic.toString("base64")}` },
+    body: new URLSearchParams({ grant_type: "client_credentials" }),
+  });
+  const text = await response.text();
+  const token =
+    response.status === 200 ? (JSON.parse(text) as { access_token?: unknown }).access_token : null;
+  if (typeof token !== "string") {
+    throw new Error(`POST ${TOKEN_PATH} answered ${response.status} ${text.slice(0, 120)}`);
   }
-  throw new Error(last);
+  return token;
 }
 
 function bearer(token: string): Record<string, string> {
   return { authorization: `Bearer ${token}` };
 }
 
-/** The facts the scenarios depend on, found by probing the running gatehouse once. */
-interface Features {
-  readonly forward: string | undefined;
-  readonly bearerToken: string | Error;
-  readonly limitedToken: string | Error;
-  readonly enforcesBearer: string | undefined;
-  readonly language: string | undefined;
-}
-
-async function probeFeatures(gatehouse: Served, secrets: Secrets): Promise<Features> {
-  const open = await probe(gatehouse, OPEN_PATH);
-  const unauthenticated = await probe(gatehouse, PROTECTED_PATH);
-  const language = await probe(gatehouse, `${OPEN_PATH}?${LANGUAGE_QUERY}`, LANGUAGE_HEADERS);
-  const vary = (language.headers.get("vary") ?? "").toLowerCase();
-  const token = (id: string, secret: string) =>
-    fetchToken(gatehouse, id, secret).catch((error: unknown) => error as Error);
-  return {
-    forward: open.status === 200 ? undefined : describe(OPEN_PATH, open),
-    bearerToken: await token(BEARER_CLIENT, secrets.bearer),
-    limitedToken: await token(LIMITED_CLIENT, secrets.limited),
-    enforcesBearer:
-      unauthenticated.status === 401
-        ? undefined
-        : `bearer authentication is not in this build: without a token, ${describe(PROTECTED_PATH, unauthenticated)}`,
-    language:
-      language.status === 200 && vary.includes("accept-language")
-        ? undefined
-        : `language normalisation is not in this build: ${describe(`${OPEN_PATH}?${LANGUAGE_QUERY}`, language)} without Vary: Accept-Language`,
-  };
-}
-
-// Every process a scenario sends to must answer its requests with 200.
-async function firstRefusal(scenario: Scenario): Promise<string | undefined> {
-  for (const target of [scenario.baseline, scenario.candidate]) {
-    for (const served of target.served) {
-      const answer = await probe(served, target.path, target.headers);
-      if (answer.status !== 200) return `${served.name}: ${describe(target.path, answer)}`;
-    }
-  }
-  return undefined;
-}
-
 /**
- * Probes gatehouse and builds the wanted scenarios that this build supports; the others come
- * back as skipped, each with the reason. `twin` is a second gatehouse with the same config, and
- * `bare` two bare forwarders: a scenario comparing gatehouse with the bare forwarder pairs each
- * gatehouse process with its own bare one in turn, and a scenario comparing two kinds of request
- * to gatehouse sends each kind to its own process, the two processes swapping kinds from round
- * to round.
+ * Builds the wanted scenarios. `twin` is a second gatehouse with the same config, and `bare` two bare forwarders: a
+ * scenario comparing gatehouse with the bare forwarder pairs each gatehouse process with its own
+ * bare one in turn, and a scenario comparing two kinds of request to gatehouse sends each kind to
+ * its own process, the two processes swapping kinds from round to round.
  */
 export async function prepareScenarios(
   wanted: readonly string[],
@@ -233,19 +165,12 @@ export async function prepareScenarios(
   gatehouse: Served,
   twin: Served,
   secrets: Secrets,
-): Promise<{ ready: Scenario[]; skipped: Skipped[] }> {
+): Promise<Scenario[]> {
   const gatehouses = [gatehouse, twin];
-  const features = await probeFeatures(gatehouse, secrets);
   const ready: Scenario[] = [];
-  const skipped: Skipped[] = [];
-  const tokenProblem = (token: string | Error) =>
-    token instanceof Error ? `no token from the token endpoint: ${token.message}` : undefined;
-
   for (const name of wanted) {
-    let reason: string | undefined;
-    let scenario: Scenario | undefined;
+    let scenario: Scenario;
     if (name === "forward") {
-      reason = features.forward;
       scenario = {
         name,
         goal: 1.1,
@@ -254,8 +179,7 @@ export async function prepareScenarios(
         candidate: { label: "gatehouse", served: gatehouses, path: OPEN_PATH, headers: {} },
       };
     } else if (name === "bearer") {
-      reason = tokenProblem(features.bearerToken) ?? features.enforcesBearer;
-      const headers = typeof features.bearerToken === "string" ? bearer(features.bearerToken) : {};
+      const headers = bearer(await fetchToken(gatehouse, BEARER_CLIENT, secrets.bearer));
       scenario = {
         name,
         goal: 1.15,
@@ -264,7 +188,6 @@ export async function prepareScenarios(
         candidate: { label: "gatehouse", served: gatehouses, path: PROTECTED_PATH, headers },
       };
     } else if (name === "language") {
-      reason = features.language;
       scenario = {
         name,
         goal: 1.05,
@@ -283,20 +206,11 @@ export async function prepareScenarios(
         },
       };
     } else {
-      reason = tokenProblem(features.limitedToken) ?? features.enforcesBearer ?? features.language;
       const path = `${PROTECTED_PATH}?${LANGUAGE_QUERY}`;
       const headers = {
         ...LANGUAGE_HEADERS,
-        ...(typeof features.limitedToken === "string" ? bearer(features.limitedToken) : {}),
+        ...bearer(await fetchToken(gatehouse, LIMITED_CLIENT, secrets.limited)),
       };
-      if (reason === undefined) {
-        const answer = await probe(gatehouse, path, headers);
-        if (answer.headers.get("x-ratelimit-limit") === null) {
-          reason = `limits are not in this build: ${describe(path, answer)} without X-RateLimit-Limit`;
-        } else if (answer.headers.get("x-request-quota-limit") === null) {
-          reason = `quotas are not in this build: ${describe(path, answer)} without X-Request-Quota-Limit`;
-        }
-      }
       scenario = {
         name,
         goal: 1.1,
@@ -305,9 +219,7 @@ export async function prepareScenarios(
         candidate: { label: "gatehouse", served: gatehouses, path, headers },
       };
     }
-    reason ??= await firstRefusal(scenario);
-    if (reason === undefined) ready.push(scenario);
-    else skipped.push({ name, reason });
+    ready.push(scenario);
   }
-  return { ready, skipped };
+  return ready;
 }

@@ -11,17 +11,21 @@ import type { LoadOptions } from "./load.js";
 import { refusingPort } from "../test/helpers/ports.js";
 import { startGatehouse, type Served } from "./processes.js";
 
-/** The run the limits' scenarios join: its upstream and bare forwarders, its key and settings. */
+/** The run these scenarios join: its upstream, its key and settings. */
 export interface LimitsContext {
   readonly upstream: Served;
-  readonly bares: readonly [Served, Served];
   /** The run's signing key, so that every gatehouse of the run starts without a warning. */
   readonly keyFile: string;
   /** A directory for config files, removed with the run. */
   readonly dir: string;
   readonly pinning: Pinning | null;
   readonly load: LoadOptions;
+  /** Stops `served` with the run's own processes. */
+  adopt(served: Served): void;
 }
+
+/** A limit high enough that no run is ever refused: these scenarios measure counting. */
+export const NEVER_REACHED = 1_000_000_000_000;
 
 const START_ATTEMPTS = 3;
 
@@ -32,7 +36,7 @@ export interface Admin {
   readonly configPath: string;
 }
 
-/** The path every limits scenario sends to: an `auth: none` route counted by the anonymous plan. */
+/** The path these scenarios send to: an `auth: none` route counted by the anonymous plan. */
 export const OPEN_ROUTE = "/v1/status";
 
 /**

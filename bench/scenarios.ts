@@ -1,6 +1,12 @@
-/** The scenarios: what each sends, to which two targets, and the goal for their CPU ratio. */
+/**
+ * The side-by-side scenarios' common ground: what a scenario is (two targets and a goal for their
+ * CPU ratio), the shared gatehouse processes' config, and the scenarios measured on those
+ * processes: what each sends, to which two targets.
+ */
 import { generateKeyPairSync, randomBytes } from "node:crypto";
 import type { Served } from "./processes.js";
+import type { Section } from "./report.js";
+import type { Shared } from "./shared.js";
 
 /** A request stream, sent in round `i` to `served[i % served.length]`. */
 export interface Target {
@@ -30,14 +36,23 @@ export interface Scenario {
   readonly candidate: Target;
 }
 
-/** A scenario that cannot run on this machine, and why. */
-export interface Skipped {
-  readonly name: string;
+/** A side-by-side scenario's two targets, their processes running. */
+export interface Pairing {
+  readonly baseline: Target;
+  readonly candidate: Target;
+  /** A measurement of its own, run after every scenario's paired rounds. */
+  readonly after?: () => Promise<Section>;
+}
+
+/** Why a scenario cannot run on this machine. */
+export interface Skip {
   readonly reason: string;
 }
 
-/** Every scenario, in the order they run. */
-export const SCENARIO_NAMES = ["forward", "bearer", "language", "full", "keys", "redis"] as const;
+/** A scenario that cannot run on this machine, and why. */
+export interface Skipped extends Skip {
+  readonly name: string;
+}
 
 const OPEN_PATH = "/v1/status";
 const PROTECTED_PATH = "/v1/items";
@@ -76,10 +91,11 @@ export function newSigningKey(): string {
 }
 
 /**
- * gatehouse's config for every scenario: the example's route table, one open route without an
+ * The shared gatehouse processes' config: the example's route table, one open route without an
  * anonymous plan, a client without a plan (unlimited) and one whose plan has two rate limits (a
- * burst and a sustained one) and a quota on the memory store. Tokens are signed with the key in `keyFile`, so every process of a
- * run accepts the tokens of the others. Logging stays at its default level, `info`.
+ * burst and a sustained one) and a quota on the memory store. Tokens are signed with the key in
+ * `keyFile`, so every process of a run accepts the tokens of the others. Logging stays at its
+ * default level, `info`.
  */
 export function benchConfig(upstreamUrl: string, port: number, keyFile: string): string {
   return `listen: 127.0.0.1:${port}
@@ -119,7 +135,7 @@ limits:
 `;
 }
 
-/** Throws, with what was answered, unless every process `target` goes to answers its request with 200. */
+/** Throws, with what was answered, unless every process of `target` answers its request with 200. */
 export async function assertAnswered(target: Target): Promise<void> {
   for (const served of target.served) {
     const response = await fetch(served.url + target.path, { headers: target.headers });
@@ -149,77 +165,65 @@ async function fetchToken(gatehouse: Served, id: string, secret: string): Promis
   return token;
 }
 
-function bearer(token: string): Record<string, string> {
+function authorization(token: string): Record<string, string> {
   return { authorization: `Bearer ${token}` };
 }
 
 /**
- * Builds the wanted scenarios. `twin` is a second gatehouse with the same config, and `bare` two bare forwarders: a
- * scenario comparing gatehouse with the bare forwarder pairs each gatehouse process with its own
- * bare one in turn, and a scenario comparing two kinds of request to gatehouse sends each kind to
- * its own process, the two processes swapping kinds from round to round.
+ * Sends `path` with `headers` to the run's bare forwarders and to its two gatehouse processes:
+ * each gatehouse process is paired with its own bare one, the two pairs taking turns.
  */
-export async function prepareScenarios(
-  wanted: readonly string[],
-  bare: readonly [Served, Served],
-  gatehouse: Served,
-  twin: Served,
-  secrets: Secrets,
-): Promise<Scenario[]> {
-  const gatehouses = [gatehouse, twin];
-  const ready: Scenario[] = [];
-  for (const name of wanted) {
-    let scenario: Scenario;
-    if (name === "forward") {
-      scenario = {
-        name,
-        goal: 1.1,
-        goalText: "≤ 1.10× bare",
-        baseline: { label: "bare http-proxy-3", served: bare, path: OPEN_PATH, headers: {} },
-        candidate: { label: "gatehouse", served: gatehouses, path: OPEN_PATH, headers: {} },
-      };
-    } else if (name === "bearer") {
-      const headers = bearer(await fetchToken(gatehouse, BEARER_CLIENT, secrets.bearer));
-      scenario = {
-        name,
-        goal: 1.15,
-        goalText: "≤ 1.15× bare",
-        baseline: { label: "bare http-proxy-3", served: bare, path: PROTECTED_PATH, headers },
-        candidate: { label: "gatehouse", served: gatehouses, path: PROTECTED_PATH, headers },
-      };
-    } else if (name === "language") {
-      scenario = {
-        name,
-        goal: 1.05,
-        goalText: "≤ 1.05× without",
-        baseline: {
-          label: "gatehouse, no language",
-          served: [twin, gatehouse],
-          path: OPEN_PATH,
-          headers: {},
-        },
-        candidate: {
-          label: "gatehouse, fr-CA + FR,de",
-          served: [gatehouse, twin],
-          path: `${OPEN_PATH}?${LANGUAGE_QUERY}`,
-          headers: LANGUAGE_HEADERS,
-        },
-      };
-    } else {
-      const path = `${PROTECTED_PATH}?${LANGUAGE_QUERY}`;
-      const headers = {
-        ...LANGUAGE_HEADERS,
-        ...bearer(await fetchToken(gatehouse, LIMITED_CLIENT, secrets.limited)),
-      };
-      scenario = {
-        name,
-        goal: 1.1,
-        goalText: "≤ 1.10× bare",
-        baseline: { label: "bare http-proxy-3", served: bare, path, headers },
-        candidate: { label: "gatehouse", served: gatehouses, path, headers },
-      };
-    }
-    ready.push(scenario);
-  }
-  return ready;
+async function againstBare(
+  shared: Shared,
+  path: string,
+  headers: Readonly<Record<string, string>>,
+): Promise<Pairing> {
+  return {
+    baseline: { label: "bare http-proxy-3", served: await shared.bares(), path, headers },
+    candidate: { label: "gatehouse", served: await shared.gatehouses(), path, headers },
+  };
+}
+
+/** `forward`: the open route, through gatehouse and through the bare forwarder. */
+export function forward(shared: Shared): Promise<Pairing> {
+  return againstBare(shared, OPEN_PATH, {});
+}
+
+/** `bearer`: the protected route with a token of the client without a plan. */
+export async function bearer(shared: Shared): Promise<Pairing> {
+  const [gatehouse] = await shared.gatehouses();
+  const token = await fetchToken(gatehouse, BEARER_CLIENT, shared.secrets.bearer);
+  return againstBare(shared, PROTECTED_PATH, authorization(token));
+}
+
+/**
+ * `language`: the open route with and without a language to normalise. Both kinds go to
+ * gatehouse, each kind to its own process, the two processes swapping kinds from round to round.
+ */
+export async function language(shared: Shared): Promise<Pairing> {
+  const [gatehouse, twin] = await shared.gatehouses();
+  return {
+    baseline: {
+      label: "gatehouse, no language",
+      served: [twin, gatehouse],
+      path: OPEN_PATH,
+      headers: {},
+    },
+    candidate: {
+      label: "gatehouse, fr-CA + FR,de",
+      served: [gatehouse, twin],
+      path: `${OPEN_PATH}?${LANGUAGE_QUERY}`,
+      headers: LANGUAGE_HEADERS,
+    },
+  };
+}
+
+/** `full`: the protected route with a language and a token of the client whose plan counts it. */
+export async function full(shared: Shared): Promise<Pairing> {
+  const [gatehouse] = await shared.gatehouses();
+  const token = await fetchToken(gatehouse, LIMITED_CLIENT, shared.secrets.limited);
+  return againstBare(shared, `${PROTECTED_PATH}?${LANGUAGE_QUERY}`, {
+    ...LANGUAGE_HEADERS,
+    ...authorization(token),
+  });
 }

@@ -1,7 +1,8 @@
 /**
- * What the limits' scenarios (`keys`, `redis`) share: the run they join, gatehouse processes
- * started with a config of their own and an admin listener to read /metrics from, and a
- * process's memory read from outside.
+ * What the scenarios that start gatehouse processes of their own (`keys`, `redis`,
+ * `trusted-proxies`) share: the run they join, gatehouse processes started with a config of their
+ * own on an `auth: none` route counted by the anonymous plan and an admin listener to read
+ * /metrics from, and a process's memory read from outside.
  */
 import { readFileSync } from "node:fs";
 import { writeFile } from "node:fs/promises";
@@ -68,16 +69,19 @@ export async function startConfigured(
   }
 }
 
-/** The lines every config of these scenarios starts with. */
+/**
+ * The lines every config of these scenarios starts with; `trusted` are the `trusted_proxies`
+ * (none when empty).
+ */
 export function configHead(
   listen: string,
   adminListen: string,
   context: LimitsContext,
-  trusted: boolean,
+  trusted: readonly string[],
 ): string {
   return `listen: ${listen}
 admin_listen: ${adminListen}
-${trusted ? "trusted_proxies: [127.0.0.1/32]\n" : ""}upstream:
+${trusted.length > 0 ? `trusted_proxies: [${trusted.join(", ")}]\n` : ""}upstream:
   url: ${context.upstream.url}
 tokens:
   signing:

@@ -58,7 +58,7 @@ function redisConfig(
   const plan = fleet
     ? `    rate_limit: { limit: ${FLEET_LIMIT}, window: 10m }\n`
     : `    rate_limit: { limit: ${NEVER_REACHED}, window: 1m }\n    quota: { limit: ${NEVER_REACHED}, period: day }\n`;
-  return `${configHead(listen, adminListen, context, fleet)}plans:
+  return `${configHead(listen, adminListen, context, fleet ? ["127.0.0.1/32"] : [])}plans:
   anonymous:
 ${plan}limits:
   store: redis

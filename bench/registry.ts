@@ -11,6 +11,7 @@ import { prepareRedis } from "./redis.js";
 import { markdownSection, type Section } from "./report.js";
 import { bearer, forward, full, language, type Pairing, type Skip } from "./scenarios.js";
 import type { Shared } from "./shared.js";
+import { prepareTrustedProxies } from "./trusted-proxies.js";
 
 /** Two targets measured in paired rounds; the candidate's CPU per request over the baseline's. */
 export interface SideBySide {
@@ -40,13 +41,13 @@ export const SCENARIOS: readonly Entry[] = [
   {
     kind: "standalone",
     name: "footprint",
-    description: "one process's ready time and RSS, idle and after 100k clients (over a minute)",
+    description: "one process's ready time and RSS, idle and after 100k clients",
     measure: measureFootprint,
   },
   {
     kind: "standalone",
     name: "big-config",
-    description: "start and reload on 10,000 routes: time, CPU, longest event-loop hold",
+    description: "start and reload on 10,000 routes, the event loop's longest hold",
     measure: measureBigConfig,
   },
   {
@@ -80,6 +81,14 @@ export const SCENARIOS: readonly Entry[] = [
     goal: 1.1,
     versus: "bare",
     prepare: full,
+  },
+  {
+    kind: "side-by-side",
+    name: "trusted-proxies",
+    description: "X-Forwarded-For through trusted proxies, the client counted",
+    goal: 1.1,
+    versus: "bare",
+    prepare: async (shared) => prepareTrustedProxies(await shared.context(), await shared.bares()),
   },
   {
     kind: "side-by-side",

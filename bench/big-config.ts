@@ -8,8 +8,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pino } from "pino";
 import { startGatehouse } from "../src/server.js";
+import { figuresSection, type Section } from "./report.js";
 
-const NAME = "big-config";
 const ROUTES = 10_000;
 
 function bigConfig(variant: string): string {
@@ -40,7 +40,7 @@ function bigConfig(variant: string): string {
  * Starts gatehouse in this process (nothing else runs in it, so the event loop's pauses are
  * gatehouse's own), then reloads a changed file while watching the event loop.
  */
-async function measure(dir: string): Promise<string> {
+async function measure(dir: string): Promise<Section> {
   const configPath = join(dir, "big.yaml");
   await writeFile(configPath, bigConfig("a"));
   const log = pino({ level: "silent" });
@@ -69,41 +69,25 @@ async function measure(dir: string): Promise<string> {
     clearInterval(ticker);
     if (result !== "success") throw new Error(`the reload ended with ${result}`);
     const cpuMs = (usage: NodeJS.CpuUsage) => ((usage.user + usage.system) / 1000).toFixed(0);
-    return (
-      `${NAME}: ${ROUTES} routes ready in ${readyMs.toFixed(0)} ms (${cpuMs(readyCpu)} ms CPU); ` +
-      `reload applied in ${reloadMs.toFixed(0)} ms (${cpuMs(reloadCpu)} ms CPU, all threads), ` +
-      `event loop held at most ${held.toFixed(1)} ms`
-    );
+    return figuresSection("big-config", [
+      [
+        `${ROUTES} routes, ready from the start`,
+        `${readyMs.toFixed(0)} ms (${cpuMs(readyCpu)} ms CPU)`,
+      ],
+      ["reload applied", `${reloadMs.toFixed(0)} ms (${cpuMs(reloadCpu)} ms CPU, all threads)`],
+      ["event loop held at most, during the reload", `${held.toFixed(1)} ms`],
+    ]);
   } finally {
     await gatehouse.shutdown();
   }
 }
 
-/**
- * Runs this scenario when `argv` asks for it (or for no scenario in particular); returns the
- * arguments for the other scenarios, or undefined when it was the only one asked for.
- */
-export async function runBigConfig(argv: readonly string[]): Promise<string[] | undefined> {
-  const rest: string[] = [];
-  let asked = false;
-  let others = false;
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i] as string;
-    const value =
-      arg === "--scenario" ? argv[++i] : arg.startsWith("--scenario=") ? arg.slice(11) : undefined;
-    if (value === NAME) asked = true;
-    else if (value !== undefined) {
-      others = true;
-      rest.push("--scenario", value);
-    } else rest.push(arg);
-  }
-  if (!asked && others) return rest;
-  if (rest.includes("--help") || rest.includes("-h")) return rest;
+/** Measures the start and the reload on a 10,000-route file and returns the report. */
+export async function measureBigConfig(): Promise<Section> {
   const dir = await mkdtemp(join(tmpdir(), "gatehouse-bench-big-"));
   try {
-    process.stdout.write(`${await measure(dir)}\n`);
+    return await measure(dir);
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
-  return asked && !others ? undefined : rest;
 }

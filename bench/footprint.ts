@@ -14,6 +14,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseDocument } from "yaml";
 import { startUpstream } from "./processes.js";
+import { figuresSection, type Section } from "./report.js";
 
 const CLI = fileURLToPath(new URL("../src/cli.js", import.meta.url));
 const EXAMPLE = fileURLToPath(new URL("../../proxy.config.yaml", import.meta.url));
@@ -143,8 +144,8 @@ async function load(port: number): Promise<{ requests: number; clients: number; 
   return { requests: next, clients: Math.min(next, CLIENTS), seconds: (Date.now() - began) / 1000 };
 }
 
-/** Measures the footprint and returns its report: a console table and a Markdown section. */
-export async function measureFootprint(): Promise<{ table: string; markdown: string }> {
+/** Measures the footprint and returns its report. */
+export async function measureFootprint(): Promise<Section> {
   const dir = await mkdtemp(join(tmpdir(), "gatehouse-footprint-"));
   const say = (text: string) => process.stderr.write(`footprint: ${text}\n`);
   try {
@@ -178,60 +179,8 @@ export async function measureFootprint(): Promise<{ table: string; markdown: str
         `${after.rss.toFixed(1)} MB (peak ${after.peak.toFixed(1)} MB, ${sent.requests} requests)`,
       ],
     ];
-    const width = Math.max(...rows.map(([name]) => name.length));
-    return {
-      table: rows.map(([name, value]) => `${name.padEnd(width)}  ${value}`).join("\n"),
-      markdown: `\n## footprint\n\n| measure | value |\n| --- | --- |\n${rows.map(([name, value]) => `| ${name} | ${value} |`).join("\n")}\n`,
-    };
+    return figuresSection("footprint", rows);
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
-}
-
-/**
- * Runs the benchmark's `main` with the footprint scenario added: `--scenario footprint` alone runs
- * only it; no `--scenario` runs it before the others and appends it to their results file.
- */
-export async function withFootprint(
-  main: (argv: string[]) => Promise<number>,
-  given: string[],
-): Promise<number> {
-  // `--scenario=NAME` is read as `--scenario NAME`, as parseArgs reads it.
-  const argv = given.flatMap((arg) =>
-    arg.startsWith("--scenario=") ? ["--scenario", arg.slice("--scenario=".length)] : [arg],
-  );
-  const wanted = argv.flatMap((arg, i) => (argv[i - 1] === "--scenario" ? [arg] : []));
-  if (
-    argv.includes("--help") ||
-    argv.includes("-h") ||
-    (wanted.length > 0 && !wanted.includes("footprint"))
-  ) {
-    const code = await main(argv);
-    if (argv.includes("--help") || argv.includes("-h"))
-      process.stdout.write(
-        "  (and --scenario footprint: ready time and memory of one process, bench/footprint.ts)\n",
-      );
-    return code;
-  }
-  const footprint = await measureFootprint();
-  process.stdout.write(`\n${footprint.table}\n`);
-  const rest = argv.filter(
-    (arg, i) =>
-      !(arg === "footprint" && argv[i - 1] === "--scenario") &&
-      !(arg === "--scenario" && argv[i + 1] === "footprint"),
-  );
-  if (wanted.length > 0 && wanted.every((name) => name === "footprint")) return 0;
-  const code = await main(rest);
-  const resultsAt = rest.indexOf("--results");
-  const results =
-    resultsAt === -1
-      ? fileURLToPath(new URL("../../bench/RESULTS.md", import.meta.url))
-      : rest[resultsAt + 1];
-  if (code === 0 && results !== "-" && results !== undefined) {
-    const prettier = await import("prettier");
-    const text = (await readFile(results, "utf8")) + footprint.markdown;
-    const options = (await prettier.resolveConfig(results)) ?? {};
-    await writeFile(results, await prettier.format(text, { ...options, filepath: results }));
-  }
-  return code;
 }

@@ -50,7 +50,7 @@ function keysConfig(
   context: LimitsContext,
   windowS: number,
 ): string {
-  return `${configHead(listen, adminListen, context, true)}plans:
+  return `${configHead(listen, adminListen, context, ["127.0.0.1/32"])}plans:
   anonymous:
     rate_limit: { limit: ${LIMIT}, window: ${windowS}s }
 limits:

@@ -1,7 +1,8 @@
 /**
- * What the limits' scenarios (`keys`, `redis`) share: the run they join, gatehouse processes
- * started with a config of their own and an admin listener to read /metrics from, and a
- * process's memory read from outside.
+ * What the scenarios that start gatehouse processes of their own (`keys`, `redis`,
+ * `trusted-proxies`) share: the run they join, gatehouse processes started with a config of their
+ * own on an `auth: none` route counted by the anonymous plan and an admin listener to read
+ * /metrics from, and a process's memory read from outside.
  */
 import { readFileSync } from "node:fs";
 import { writeFile } from "node:fs/promises";
@@ -11,17 +12,21 @@ import type { LoadOptions } from "./load.js";
 import { refusingPort } from "../test/helpers/ports.js";
 import { startGatehouse, type Served } from "./processes.js";
 
-/** The run the limits' scenarios join: its upstream and bare forwarders, its key and settings. */
+/** The run these scenarios join: its upstream, its key and settings. */
 export interface LimitsContext {
   readonly upstream: Served;
-  readonly bares: readonly [Served, Served];
   /** The run's signing key, so that every gatehouse of the run starts without a warning. */
   readonly keyFile: string;
   /** A directory for config files, removed with the run. */
   readonly dir: string;
   readonly pinning: Pinning | null;
   readonly load: LoadOptions;
+  /** Stops `served` with the run's own processes. */
+  adopt(served: Served): void;
 }
+
+/** A limit high enough that no run is ever refused: these scenarios measure counting. */
+export const NEVER_REACHED = 1_000_000_000_000;
 
 const START_ATTEMPTS = 3;
 
@@ -32,7 +37,7 @@ export interface Admin {
   readonly configPath: string;
 }
 
-/** The path every limits scenario sends to: an `auth: none` route counted by the anonymous plan. */
+/** The path these scenarios send to: an `auth: none` route counted by the anonymous plan. */
 export const OPEN_ROUTE = "/v1/status";
 
 /**
@@ -64,16 +69,19 @@ export async function startConfigured(
   }
 }
 
-/** The lines every config of these scenarios starts with. */
+/**
+ * The lines every config of these scenarios starts with; `trusted` are the `trusted_proxies`
+ * (none when empty).
+ */
 export function configHead(
   listen: string,
   adminListen: string,
   context: LimitsContext,
-  trusted: boolean,
+  trusted: readonly string[],
 ): string {
   return `listen: ${listen}
 admin_listen: ${adminListen}
-${trusted ? "trusted_proxies: [127.0.0.1/32]\n" : ""}upstream:
+${trusted.length > 0 ? `trusted_proxies: [${trusted.join(", ")}]\n` : ""}upstream:
   url: ${context.upstream.url}
 tokens:
   signing:

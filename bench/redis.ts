@@ -14,6 +14,7 @@ import { answered, clientAddress, drive, type Driven } from "./drive.js";
 import {
   configHead,
   metric,
+  NEVER_REACHED,
   OPEN_ROUTE,
   startConfigured,
   table,
@@ -30,9 +31,9 @@ import {
   type RedisStats,
 } from "./redis-info.js";
 import type { Served } from "./processes.js";
-import type { Scenario, Skipped } from "./scenarios.js";
+import { markdownSection } from "./report.js";
+import type { Pairing, Skip } from "./scenarios.js";
 
-const NEVER_REACHED = 1_000_000_000_000;
 const FLEET = 4;
 const FLEET_LIMIT = 1000;
 const FLEET_CONNECTIONS = 64;
@@ -44,16 +45,6 @@ const HAMMERED = "203.0.113.7";
 const ROUND_TRIPS = "gatehouse_limiter_round_trips_total";
 const LOCAL_BLOCKS = "gatehouse_limiter_local_blocks_total";
 const FALLBACKS = "gatehouse_limiter_fallbacks_total";
-
-/** What `redis` adds to the run. */
-export interface RedisRun {
-  readonly ready: Scenario[];
-  readonly skipped: Skipped[];
-  /** The processes it started, for the run to stop. */
-  readonly started: Served[];
-  /** Measures what the paired rounds do not and returns the Markdown section. */
-  measure(): Promise<string>;
-}
 
 // A generous timeout and `closed`: a slow Redis turns into 503s, which void the run, rather than
 // into requests quietly counted in memory.
@@ -67,7 +58,7 @@ function redisConfig(
   const plan = fleet
     ? `    rate_limit: { limit: ${FLEET_LIMIT}, window: 10m }\n`
     : `    rate_limit: { limit: ${NEVER_REACHED}, window: 1m }\n    quota: { limit: ${NEVER_REACHED}, period: day }\n`;
-  return `${configHead(listen, adminListen, context, fleet)}plans:
+  return `${configHead(listen, adminListen, context, fleet ? ["127.0.0.1/32"] : [])}plans:
   anonymous:
 ${plan}limits:
   store: redis
@@ -221,39 +212,22 @@ async function clusterFigures(context: LimitsContext): Promise<string> {
   }
 }
 
-// Each process of the pair must count the open route in Redis and show the new metric.
-async function firstProblem(pair: readonly Admin[]): Promise<string | undefined> {
-  for (const admin of pair) {
-    const response = await fetch(admin.served.url + OPEN_ROUTE);
-    const body = await response.text();
-    if (response.status !== 200 || response.headers.get("x-ratelimit-limit") === null) {
-      return `${admin.served.name}: GET ${OPEN_ROUTE} answered ${response.status} without X-RateLimit-Limit ${body.slice(0, 120)}`;
-    }
-    if (Number.isNaN(await metric(admin, ROUND_TRIPS))) {
-      return `${admin.served.name}: no ${ROUND_TRIPS} on /metrics`;
-    }
-  }
-  return undefined;
-}
-
 /**
  * Starts a redis-server (on a port below the ephemeral range, nothing saved to disk) and two
- * gatehouse processes counting in it, and builds the side-by-side scenario; skipped, with the
- * reason, when Redis cannot be started or this build does not count in it.
+ * gatehouse processes counting in it, and pairs them with the run's bare forwarders; skipped, with
+ * the reason, when no redis-server can be started here. Redis's own figures are measured after
+ * the paired rounds.
  */
-export async function prepareRedis(context: LimitsContext): Promise<RedisRun> {
-  const started: Served[] = [];
-  const skip = (reason: string): RedisRun => ({
-    ready: [],
-    skipped: [{ name: "redis", reason }],
-    started,
-    measure: () => Promise.resolve(""),
-  });
+export async function prepareRedis(
+  context: LimitsContext,
+  bares: readonly Served[],
+): Promise<Pairing | Skip> {
   const server = await startTestRedis().catch((error: unknown) => error as Error);
-  if (server instanceof Error) return skip(`no redis-server could be started: ${server.message}`);
+  if (server instanceof Error)
+    return { reason: `no redis-server could be started: ${server.message}` };
   const client = new Redis(server.url);
   const pid = Number(infoFields(await client.info("server")).get("process_id"));
-  started.push({
+  context.adopt({
     name: "redis-server",
     pid,
     url: server.url,
@@ -266,53 +240,43 @@ export async function prepareRedis(context: LimitsContext): Promise<RedisRun> {
   if (context.pinning !== null) pin(pid, context.pinning.others);
   const pair: Admin[] = [];
   for (const name of ["gatehouse redis", "gatehouse redis twin"]) {
-    // A build that cannot count in Redis may refuse the config: the scenario is skipped.
     const admin = await startConfigured(name, context, (listen, adminListen) =>
       redisConfig(listen, adminListen, context, `url: ${server.url}`, false),
-    ).catch((error: unknown) => error as Error);
-    if (admin instanceof Error) return skip(`${name} did not start: ${admin.message}`);
-    started.push(admin.served);
+    );
+    context.adopt(admin.served);
     pair.push(admin);
   }
-  const problem = await firstProblem(pair);
-  if (problem !== undefined) return skip(problem);
-  const scenario: Scenario = {
-    name: "redis",
-    goal: 1.15,
-    goalText: "≤ 1.15× bare",
-    baseline: { label: "bare http-proxy-3", served: context.bares, path: OPEN_ROUTE, headers: {} },
+  return {
+    baseline: { label: "bare http-proxy-3", served: bares, path: OPEN_ROUTE, headers: {} },
     candidate: {
       label: "gatehouse, Redis store",
       served: pair.map((admin) => admin.served),
       path: OPEN_ROUTE,
       headers: {},
     },
-  };
-  return {
-    ready: [scenario],
-    skipped: [],
-    started,
-    async measure() {
+    async after() {
       process.stderr.write("redis: commands per request\n");
       const single = await commandsPerRequest(client, pair[0] as Admin, context);
       process.stderr.write(`redis: ${FLEET} processes on one Redis\n`);
       const fleet = await fleetFigures(() => redisStats(client), `url: ${server.url}`, context);
       process.stderr.write(`redis: ${FLEET} processes on a 3-primary Redis Cluster\n`);
       const cluster = await clusterFigures(context);
-      return [
-        "## redis",
-        "",
-        "The paired rounds are in the table above (`redis`: every request counted by the",
-        "anonymous plan's rate limit and quota in one Lua script). Redis's own figures, from",
-        "`INFO commandstats` and `INFO cpu` (commands run inside the script are counted by name too):",
-        "",
-        table(["one gatehouse process", "value"], single),
-        "",
-        table([`${FLEET} gatehouse processes on one Redis`, "value"], fleet),
-        "",
-        cluster,
-        "",
-      ].join("\n");
+      return markdownSection(
+        [
+          "## redis",
+          "",
+          "The paired rounds are in the table above (`redis`: every request counted by the",
+          "anonymous plan's rate limit and quota in one Lua script). Redis's own figures, from",
+          "`INFO commandstats` and `INFO cpu` (commands run inside the script are counted by name too):",
+          "",
+          table(["one gatehouse process", "value"], single),
+          "",
+          table([`${FLEET} gatehouse processes on one Redis`, "value"], fleet),
+          "",
+          cluster,
+          "",
+        ].join("\n"),
+      );
     },
   };
 }

@@ -1,6 +1,41 @@
-/** Turns measured runs into medians, a console table and bench/RESULTS.md. */
+/**
+ * Turns measured runs into medians, a console table and bench/RESULTS.md, and gives the sections
+ * that measurements of their own add to it their shape.
+ */
 import type { LoadResult } from "./load.js";
 import { turns, type Scenario, type Skipped } from "./scenarios.js";
+
+/** What a measurement of its own reports: text for the terminal, a section for RESULTS.md. */
+export interface Section {
+  readonly text: string;
+  readonly markdown: string;
+}
+
+/** A section that the terminal shows as it is written in Markdown. */
+export function markdownSection(markdown: string): Section {
+  return { text: markdown, markdown };
+}
+
+/**
+ * A section of named figures headed `title`: aligned lines for the terminal, a table in Markdown.
+ */
+export function figuresSection(
+  title: string,
+  figures: ReadonlyArray<readonly [string, string]>,
+): Section {
+  const width = Math.max(...figures.map(([name]) => name.length));
+  return {
+    text: [title, ...figures.map(([name, value]) => `${name.padEnd(width)}  ${value}`)].join("\n"),
+    markdown: [
+      `## ${title}`,
+      "",
+      "| measure | value |",
+      "| --- | --- |",
+      ...figures.map(([name, value]) => `| ${name} | ${value} |`),
+      "",
+    ].join("\n"),
+  };
+}
 
 /** One measured run of one target. */
 export interface Run extends LoadResult {
@@ -172,15 +207,20 @@ export interface RunInfo {
   readonly settings: string;
 }
 
-/** The Markdown of bench/RESULTS.md. */
+/**
+ * The Markdown of bench/RESULTS.md: how the run was made, the side-by-side scenarios' table and
+ * how to read it (when any was asked), then `sections`, the Markdown of the other measurements.
+ */
 export function resultsMarkdown(
   results: readonly ScenarioRuns[],
   skipped: readonly Skipped[],
+  sections: readonly string[],
   info: RunInfo,
 ): string {
-  const keys = Object.keys(HEADINGS) as Array<keyof Row>;
-  const line = (row: Row) => `| ${keys.map((key) => row[key]).join(" | ")} |`;
-  const align = `|${keys.map((key) => (RIGHT_ALIGNED.has(key) ? " ---: " : " --- ")).join("|")}|`;
+  return [...runHeader(info), ...sideBySide(results, skipped), ...sections].join("\n");
+}
+
+function runHeader(info: RunInfo): string[] {
   return [
     "# Benchmark results",
     "",
@@ -195,6 +235,15 @@ export function resultsMarkdown(
     `- Node.js ${info.node}, ${info.cpu}`,
     `- ${info.settings}`,
     "",
+  ];
+}
+
+function sideBySide(results: readonly ScenarioRuns[], skipped: readonly Skipped[]): string[] {
+  if (results.length === 0 && skipped.length === 0) return [];
+  const keys = Object.keys(HEADINGS) as Array<keyof Row>;
+  const line = (row: Row) => `| ${keys.map((key) => row[key]).join(" | ")} |`;
+  const align = `|${keys.map((key) => (RIGHT_ALIGNED.has(key) ? " ---: " : " --- ")).join("|")}|`;
+  return [
     line(HEADINGS),
     align,
     ...rows(results, skipped).map(line),
@@ -204,12 +253,13 @@ export function resultsMarkdown(
     "How to read it:",
     "",
     "- The upstream, two bare http-proxy-3 forwarders, two gatehouse processes (started through",
-    "  their command line, access log at `info` to /dev/null) and one load generator (autocannon)",
-    "  per target each run in their own process. Where taskset exists, the proxies share the last",
-    "  core and the upstream and the load generators run on the others.",
-    "- Warm-up: every scenario's requests, each to every process that serves them and to both",
-    "  gatehouse processes, before any figure is taken, so the JIT has compiled for the whole",
-    "  mix, as in service, and the two gatehouse processes have the same past.",
+    "  their command line, access log at `info` to /dev/null; `trusted-proxies` and `redis` start",
+    "  two of their own, configured for them) and one load generator (autocannon) per target each",
+    "  run in their own process. Where taskset exists, the proxies share the last core and the",
+    "  upstream and the load generators run on the others.",
+    "- Warm-up: every scenario's requests, each to every process that serves them, before any",
+    "  figure is taken, so the JIT has compiled for the whole mix, as in service, and the two",
+    "  gatehouse processes of a pair have the same past.",
     "- req/s alone, p50, p99: each target alone, as fast as it answers.",
     "- req/s paired, CPU µs/req: in a paired run both targets are loaded at the same time, each",
     "  by its own load generator, as fast as they answer, on the core they share, so a drift of",
@@ -224,5 +274,5 @@ export function resultsMarkdown(
     "  geometric mean, which averages over two processes of each kind (the same build has differed",
     "  by 10% from one start to the next). A missed goal is reported, not an error.",
     "",
-  ].join("\n");
+  ];
 }

@@ -1,22 +1,23 @@
 /**
- * `npm run bench`: the upstream, a bare http-proxy-3 forwarder and gatehouse, each in its own
- * process, driven alike by autocannon (also in its own process); reports requests/s, latency and
- * each proxy's CPU time per request, and gatehouse's ratio to the baseline, in a table and in
- * bench/RESULTS.md. Exits non-zero only when something crashes, never for a missed goal.
+ * `npm run bench`: runs the scenarios of bench/registry.ts that were asked (all of them by
+ * default) in the registry's order. The side-by-side ones load the upstream, bare http-proxy-3
+ * forwarders and gatehouse, each in its own process, alike with autocannon (also in its own
+ * process) and report requests/s, latency and each proxy's CPU time per request, and gatehouse's
+ * ratio to the baseline; the standalone ones report their own figures. Everything goes to the
+ * terminal and to one results file, bench/RESULTS.md by default. Exits non-zero only when
+ * something crashes, never for a missed goal.
  */
 import { execFileSync } from "node:child_process";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import { cpus, tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { writeFile } from "node:fs/promises";
+import { cpus } from "node:os";
+import { resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
-import { runBigConfig } from "./big-config.js";
 import { processCpuNs } from "./cpu.js";
-import { withFootprint } from "./footprint.js";
-import { isLimitScenario, prepareLimitScenarios } from "./limit-scenarios.js";
-import { choosePinning, pin, type Pinning } from "./pin.js";
+import { choosePinning, type Pinning } from "./pin.js";
 import { runLoad, type LoadOptions, type LoadResult } from "./load.js";
-import { freePort, startBare, startGatehouse, startUpstream, type Served } from "./processes.js";
+import type { Served } from "./processes.js";
+import { SCENARIOS, type Entry, type SideBySide } from "./registry.js";
 import {
   consoleTable,
   resultsMarkdown,
@@ -24,40 +25,59 @@ import {
   cpuRatio,
   type Run,
   type ScenarioRuns,
+  type Section,
 } from "./report.js";
 import {
-  benchConfig,
-  newSecrets,
-  newSigningKey,
-  prepareScenarios,
+  assertAnswered,
   servedIn,
   turns,
-  SCENARIO_NAMES,
   type Scenario,
+  type Skipped,
   type Target,
 } from "./scenarios.js";
+import { openShared, type Shared } from "./shared.js";
 
 const DEFAULT_RESULTS = fileURLToPath(new URL("../../bench/RESULTS.md", import.meta.url));
 
+const NAME_WIDTH = Math.max(...SCENARIOS.map((entry) => entry.name.length));
+const KIND_WIDTH = Math.max(...SCENARIOS.map((entry) => kindText(entry).length));
+
 const USAGE = `usage: npm run bench -- [options]
   --duration SEC      length of each measured run (default 5)
-  --warmup SEC        unmeasured load per scenario, all scenarios before any is measured
-                      (default 10)
-  --rounds N          paired runs per scenario (default 8)
+  --warmup SEC        unmeasured load per side-by-side scenario, all of them before any is
+                      measured (default 10)
+  --rounds N          paired runs per side-by-side scenario (default 8)
   --connections N     concurrent connections per target (default 32)
   --rate N            requests/s per target in the paired runs (default: as fast as answered)
-  --scenario NAME     run only this scenario; repeatable (${SCENARIO_NAMES.join(", ")})
-  --cpu-prof DIR      write V8 CPU profiles of the proxies to DIR
+  --scenario NAME     run only this scenario; repeatable (default: all, as listed below)
+  --cpu-prof DIR      write V8 CPU profiles of the shared proxies to DIR
   --results FILE      where to write the Markdown results (default bench/RESULTS.md; - for none)
   --no-pin            do not pin the proxies and the rest to separate cores with taskset
+
+scenarios, in the order they run; a side-by-side one is measured in paired rounds against the
+goal shown for gatehouse's CPU ratio, a standalone one reports figures of its own:
+${SCENARIOS.map(scenarioLine).join("\n")}
 `;
+
+function goalText(entry: SideBySide): string {
+  return `≤ ${entry.goal.toFixed(2)}× ${entry.versus}`;
+}
+
+function kindText(entry: Entry): string {
+  return entry.kind === "side-by-side" ? goalText(entry) : "standalone";
+}
+
+function scenarioLine(entry: Entry): string {
+  return `  ${entry.name.padEnd(NAME_WIDTH)}  ${kindText(entry).padEnd(KIND_WIDTH)}  ${entry.description}`;
+}
 
 interface Settings {
   readonly load: LoadOptions;
   readonly warmupS: number;
   readonly rounds: number;
   readonly rate: number | undefined;
-  readonly scenarios: readonly string[];
+  /** The asked scenarios, in the registry's order. */
+  readonly scenarios: readonly Entry[];
   readonly cpuProf: string | undefined;
   readonly results: string | undefined;
   readonly pinning: Pinning | null;
@@ -90,13 +110,14 @@ function parseSettings(argv: string[]): Settings | undefined {
     },
   });
   if (values.help === true) return undefined;
-  const scenarios = values.scenario ?? [...SCENARIO_NAMES];
-  const pinning = values["no-pin"] === true ? null : choosePinning();
-  for (const name of scenarios) {
-    if (!(SCENARIO_NAMES as readonly string[]).includes(name)) {
+  const asked = values.scenario ?? SCENARIOS.map((entry) => entry.name);
+  for (const name of asked) {
+    if (!SCENARIOS.some((entry) => entry.name === name)) {
       throw new UsageError(`unknown scenario ${JSON.stringify(name)}`);
     }
   }
+  const scenarios = SCENARIOS.filter((entry) => asked.includes(entry.name));
+  const pinning = values["no-pin"] === true ? null : choosePinning();
   return {
     load: {
       durationS: positive("duration", values.duration, 5),
@@ -211,9 +232,56 @@ function gitCommit(): string {
   }
 }
 
-async function main(all: string[]): Promise<number> {
-  const argv = await runBigConfig(all);
-  if (argv === undefined) return 0;
+/**
+ * The asked side-by-side scenarios: each prepared (starting what it needs) and checked to be
+ * answered, all warmed up, then measured one after the other; the table is printed, and the
+ * measurements some of them make after the paired rounds are reported.
+ */
+async function runSideBySide(
+  entries: readonly SideBySide[],
+  settings: Settings,
+  shared: Shared,
+  report: (section: Section) => void,
+): Promise<{ results: ScenarioRuns[]; skipped: Skipped[] }> {
+  const ready: Scenario[] = [];
+  const skipped: Skipped[] = [];
+  const after: Array<() => Promise<Section>> = [];
+  for (const entry of entries) {
+    const prepared = await entry.prepare(shared);
+    if ("reason" in prepared) {
+      process.stderr.write(`${entry.name}: skipped, ${prepared.reason}\n`);
+      skipped.push({ name: entry.name, reason: prepared.reason });
+      continue;
+    }
+    const { baseline, candidate } = prepared;
+    // A misconfigured run fails here, with what was answered, rather than being measured.
+    await assertAnswered(baseline);
+    await assertAnswered(candidate);
+    ready.push({
+      name: entry.name,
+      goal: entry.goal,
+      goalText: goalText(entry),
+      baseline,
+      candidate,
+    });
+    if (prepared.after !== undefined) after.push(prepared.after);
+  }
+  await warmUp(ready, settings);
+  const results: ScenarioRuns[] = [];
+  for (const scenario of ready) results.push(await runScenario(scenario, settings));
+  process.stdout.write(`\n${consoleTable(results, skipped)}\n`);
+  for (const measure of after) report(await measure());
+  return { results, skipped };
+}
+
+/** Writes the results file as the repository's formatter would, since it is committed. */
+async function writeResults(path: string, markdown: string): Promise<void> {
+  const prettier = await import("prettier");
+  const options = (await prettier.resolveConfig(path)) ?? {};
+  await writeFile(path, await prettier.format(markdown, { ...options, filepath: path }));
+}
+
+async function main(argv: string[]): Promise<number> {
   let settings: Settings | undefined;
   try {
     settings = parseSettings(argv);
@@ -226,75 +294,31 @@ async function main(all: string[]): Promise<number> {
     return 0;
   }
   const { load } = settings;
-  const profiling =
-    settings.cpuProf === undefined
-      ? []
-      : ["--cpu-prof", "--cpu-prof-interval=200", `--cpu-prof-dir=${settings.cpuProf}`];
-  const dir = await mkdtemp(join(tmpdir(), "gatehouse-bench-"));
-  const secrets = newSecrets();
-  const started: Served[] = [];
+  const shared = await openShared({
+    load,
+    pinning: settings.pinning,
+    profiling:
+      settings.cpuProf === undefined
+        ? []
+        : ["--cpu-prof", "--cpu-prof-interval=200", `--cpu-prof-dir=${settings.cpuProf}`],
+  });
   try {
-    const upstream = await startUpstream();
-    started.push(upstream);
-    // Two processes of each kind: in the paired rounds each gatehouse process is measured
-    // against its own bare forwarder in turn, so that how fast one process happens to be (the
-    // same build has differed by 10% from one start to the next) weighs on both kinds alike.
-    const bares: Served[] = [];
-    for (let i = 0; i < 2; i++) {
-      const bare = await startBare(upstream.url, profiling);
-      started.push(bare);
-      bares.push(bare);
+    const sections: string[] = [];
+    const report = (section: Section) => {
+      process.stdout.write(`\n${section.text}\n`);
+      sections.push(section.markdown);
+    };
+    const sideBySide = settings.scenarios.filter((entry) => entry.kind === "side-by-side");
+    let table: { results: ScenarioRuns[]; skipped: Skipped[] } = { results: [], skipped: [] };
+    // In the registry's order, the side-by-side scenarios together where the first of them is.
+    for (const entry of settings.scenarios) {
+      if (entry.kind === "standalone") report(await entry.measure(shared));
+      else if (entry === sideBySide[0]) {
+        table = await runSideBySide(sideBySide, settings, shared, report);
+      }
     }
-    const keyFile = join(dir, "signing.pem");
-    await writeFile(keyFile, newSigningKey());
-    const gatehouses: Served[] = [];
-    for (const name of ["gatehouse", "gatehouse twin"]) {
-      const port = await freePort();
-      const configPath = join(dir, `${name.replace(" ", "-")}.yaml`);
-      await writeFile(configPath, benchConfig(upstream.url, port, keyFile));
-      const served = await startGatehouse(
-        name,
-        configPath,
-        port,
-        { ...process.env, ...secrets.env },
-        profiling,
-      );
-      started.push(served);
-      gatehouses.push(served);
-    }
-    const [gatehouse, twin] = gatehouses as [Served, Served];
-    if (settings.pinning !== null) {
-      pin(upstream.pid, settings.pinning.others);
-      for (const proxy of [...bares, gatehouse, twin]) pin(proxy.pid, settings.pinning.proxies);
-    }
-
-    const { ready, skipped } = await prepareScenarios(
-      settings.scenarios.filter((name) => !isLimitScenario(name)),
-      bares as [Served, Served],
-      gatehouse,
-      twin,
-      secrets,
-    );
-    const limits = await prepareLimitScenarios(settings.scenarios, {
-      upstream,
-      bares: bares as [Served, Served],
-      keyFile,
-      dir,
-      pinning: settings.pinning,
-      load,
-    });
-    started.push(...limits.started);
-    ready.push(...limits.ready);
-    skipped.push(...limits.skipped);
-    for (const skip of skipped) process.stderr.write(`${skip.name}: skipped, ${skip.reason}\n`);
-    await warmUp(ready, settings);
-    const results: ScenarioRuns[] = [];
-    for (const scenario of ready) results.push(await runScenario(scenario, settings));
-
-    const limitsNotes = await limits.measure();
-    process.stdout.write(`\n${consoleTable(results, skipped)}\n\n${limitsNotes}`);
     if (settings.results !== undefined) {
-      const markdown = resultsMarkdown(results, skipped, {
+      const markdown = resultsMarkdown(table.results, table.skipped, sections, {
         command: commandLine(argv),
         date: new Date().toISOString().slice(0, 16).replace("T", " ") + " UTC",
         node: process.version,
@@ -308,23 +332,16 @@ async function main(all: string[]): Promise<number> {
             ? "not pinned"
             : `proxies pinned to CPU ${settings.pinning.proxies}, upstream and load to CPU ${settings.pinning.others}`),
       });
-      // The file is committed: write it as the repository's formatter would, so checks pass.
-      const prettier = await import("prettier");
-      const options = (await prettier.resolveConfig(settings.results)) ?? {};
-      await writeFile(
-        settings.results,
-        await prettier.format(markdown + limitsNotes, { ...options, filepath: settings.results }),
-      );
+      await writeResults(settings.results, markdown);
       process.stdout.write(`\nwritten to ${settings.results}\n`);
     }
     return 0;
   } finally {
-    for (const served of started.reverse()) await served.stop();
-    await rm(dir, { recursive: true, force: true });
+    await shared.close();
   }
 }
 
-withFootprint(main, process.argv.slice(2)).then(
+main(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (error: unknown) => {
     process.stderr.write(`bench: ${(error as Error).stack ?? String(error)}\n`);

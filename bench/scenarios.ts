@@ -1,10 +1,12 @@
 /**
- * The scenarios: what each sends, to which two targets, and the goal for their CPU ratio. A
- * scenario whose feature has not landed in this build is skipped with the reason, found by
- * probing the running gatehouse rather than by reading its source.
+ * The side-by-side scenarios' common ground: what a scenario is (two targets and a goal for their
+ * CPU ratio), the shared gatehouse processes' config, and the scenarios measured on those
+ * processes: what each sends, to which two targets.
  */
 import { generateKeyPairSync, randomBytes } from "node:crypto";
 import type { Served } from "./processes.js";
+import type { Section } from "./report.js";
+import type { Shared } from "./shared.js";
 
 /** A request stream, sent in round `i` to `served[i % served.length]`. */
 export interface Target {
@@ -34,14 +36,23 @@ export interface Scenario {
   readonly candidate: Target;
 }
 
-/** A scenario that cannot run against this build, and why. */
-export interface Skipped {
-  readonly name: string;
+/** A side-by-side scenario's two targets, their processes running. */
+export interface Pairing {
+  readonly baseline: Target;
+  readonly candidate: Target;
+  /** A measurement of its own, run after every scenario's paired rounds. */
+  readonly after?: () => Promise<Section>;
+}
+
+/** Why a scenario cannot run on this machine. */
+export interface Skip {
   readonly reason: string;
 }
 
-/** Every scenario, in the order they run. */
-export const SCENARIO_NAMES = ["forward", "bearer", "language", "full", "keys", "redis"] as const;
+/** A scenario that cannot run on this machine, and why. */
+export interface Skipped extends Skip {
+  readonly name: string;
+}
 
 const OPEN_PATH = "/v1/status";
 const PROTECTED_PATH = "/v1/items";
@@ -80,10 +91,11 @@ export function newSigningKey(): string {
 }
 
 /**
- * gatehouse's config for every scenario: the example's route table, one open route without an
+ * The shared gatehouse processes' config: the example's route table, one open route without an
  * anonymous plan, a client without a plan (unlimited) and one whose plan has two rate limits (a
- * burst and a sustained one) and a quota on the memory store. Tokens are signed with the key in `keyFile`, so every process of a
- * run accepts the tokens of the others. Logging stays at its default level, `info`.
+ * burst and a sustained one) and a quota on the memory store. Tokens are signed with the key in
+ * `keyFile`, so every process of a run accepts the tokens of the others. Logging stays at its
+ * default level, `info`.
  */
 export function benchConfig(upstreamUrl: string, port: number, keyFile: string): string {
   return `listen: 127.0.0.1:${port}
@@ -123,191 +135,95 @@ limits:
 `;
 }
 
-interface Probe {
-  readonly status: number;
-  readonly headers: Headers;
-  readonly body: string;
+/** Throws, with what was answered, unless every process of `target` answers its request with 200. */
+export async function assertAnswered(target: Target): Promise<void> {
+  for (const served of target.served) {
+    const response = await fetch(served.url + target.path, { headers: target.headers });
+    const body = await response.text();
+    if (response.status !== 200) {
+      throw new Error(
+        `${served.name}: GET ${target.path} answered ${response.status} ${body.slice(0, 120)}`.trim(),
+      );
+    }
+  }
 }
 
-async function probe(
-  served: Served,
-  path: string,
-  headers: Readonly<Record<string, string>> = {},
-): Promise<Probe> {
-  const response = await fetch(served.url + path, { headers });
-  return { status: response.status, headers: response.headers, body: await response.text() };
-}
-
-function describe(path: string, answer: Probe): string {
-  return `GET ${path} answered ${answer.status} ${answer.body.slice(0, 120)}`.trim();
-}
-
-// RFC 6749 §4.4 client-credentials grant, client authenticated with HTTP Basic (§2.3.1), the
-// method every token endpoint must support; client_secret_post is tried when Basic is refused.
+// RFC 6749 §4.4 client-credentials grant, the client authenticated with HTTP Basic (§2.3.1).
 async function fetchToken(gatehouse: Served, id: string, secret: string): Promise<string> {
   const basic = Buffer.from(`${encodeURIComponent(id)}:${encodeURIComponent(secret)}`);
-  const attempts: Array<[Record<string, string>, URLSearchParams]> = [
-    [
-      { authorization: `Basic ${basic.toString("base64")}` },
-      new URLSearchParams({ grant_type: "client_credentials" }),
-    ],
-    [
-      {},
-      new URLSearchParams({
-        grant_type: "client_credentials",
-        client_id: id,
-        client_secret: secret,
-      }),
-    ],
-  ];
-  let last = "";
-  for (const [headers, body] of attempts) {
-    const response = await fetch(gatehouse.url + TOKEN_PATH, { method: "POST", headers, body });
-    const text = await response.text();
-    if (response.status === 200) {
-      const token = (JSON.parse(text) as { access_token?: unknown }).access_token;
-      if (typeof token === "string") return token;
-    }
-    last = `POST ${TOKEN_PATH} answered ${response.status} ${text.slice(0, 120)}`;
+  const response = await fetch(gatehouse.url + TOKEN_PATH, {
+    method: "POST",
+    headers: { authorization: `Basic ${basic.toString("base64")}` },
+    body: new URLSearchParams({ grant_type: "client_credentials" }),
+  });
+  const text = await response.text();
+  const token =
+    response.status === 200 ? (JSON.parse(text) as { access_token?: unknown }).access_token : null;
+  if (typeof token !== "string") {
+    throw new Error(`POST ${TOKEN_PATH} answered ${response.status} ${text.slice(0, 120)}`);
   }
-  throw new Error(last);
+  return token;
 }
 
-function bearer(token: string): Record<string, string> {
+function authorization(token: string): Record<string, string> {
   return { authorization: `Bearer ${token}` };
 }
 
-/** The facts the scenarios depend on, found by probing the running gatehouse once. */
-interface Features {
-  readonly forward: string | undefined;
-  readonly bearerToken: string | Error;
-  readonly limitedToken: string | Error;
-  readonly enforcesBearer: string | undefined;
-  readonly language: string | undefined;
-}
-
-async function probeFeatures(gatehouse: Served, secrets: Secrets): Promise<Features> {
-  const open = await probe(gatehouse, OPEN_PATH);
-  const unauthenticated = await probe(gatehouse, PROTECTED_PATH);
-  const language = await probe(gatehouse, `${OPEN_PATH}?${LANGUAGE_QUERY}`, LANGUAGE_HEADERS);
-  const vary = (language.headers.get("vary") ?? "").toLowerCase();
-  const token = (id: string, secret: string) =>
-    fetchToken(gatehouse, id, secret).catch((error: unknown) => error as Error);
+/**
+ * Sends `path` with `headers` to the run's bare forwarders and to its two gatehouse processes:
+ * each gatehouse process is paired with its own bare one, the two pairs taking turns.
+ */
+async function againstBare(
+  shared: Shared,
+  path: string,
+  headers: Readonly<Record<string, string>>,
+): Promise<Pairing> {
   return {
-    forward: open.status === 200 ? undefined : describe(OPEN_PATH, open),
-    bearerToken: await token(BEARER_CLIENT, secrets.bearer),
-    limitedToken: await token(LIMITED_CLIENT, secrets.limited),
-    enforcesBearer:
-      unauthenticated.status === 401
-        ? undefined
-        : `bearer authentication is not in this build: without a token, ${describe(PROTECTED_PATH, unauthenticated)}`,
-    language:
-      language.status === 200 && vary.includes("accept-language")
-        ? undefined
-        : `language normalisation is not in this build: ${describe(`${OPEN_PATH}?${LANGUAGE_QUERY}`, language)} without Vary: Accept-Language`,
+    baseline: { label: "bare http-proxy-3", served: await shared.bares(), path, headers },
+    candidate: { label: "gatehouse", served: await shared.gatehouses(), path, headers },
   };
 }
 
-// Every process a scenario sends to must answer its requests with 200.
-async function firstRefusal(scenario: Scenario): Promise<string | undefined> {
-  for (const target of [scenario.baseline, scenario.candidate]) {
-    for (const served of target.served) {
-      const answer = await probe(served, target.path, target.headers);
-      if (answer.status !== 200) return `${served.name}: ${describe(target.path, answer)}`;
-    }
-  }
-  return undefined;
+/** `forward`: the open route, through gatehouse and through the bare forwarder. */
+export function forward(shared: Shared): Promise<Pairing> {
+  return againstBare(shared, OPEN_PATH, {});
+}
+
+/** `bearer`: the protected route with a token of the client without a plan. */
+export async function bearer(shared: Shared): Promise<Pairing> {
+  const [gatehouse] = await shared.gatehouses();
+  const token = await fetchToken(gatehouse, BEARER_CLIENT, shared.secrets.bearer);
+  return againstBare(shared, PROTECTED_PATH, authorization(token));
 }
 
 /**
- * Probes gatehouse and builds the wanted scenarios that this build supports; the others come
- * back as skipped, each with the reason. `twin` is a second gatehouse with the same config, and
- * `bare` two bare forwarders: a scenario comparing gatehouse with the bare forwarder pairs each
- * gatehouse process with its own bare one in turn, and a scenario comparing two kinds of request
- * to gatehouse sends each kind to its own process, the two processes swapping kinds from round
- * to round.
+ * `language`: the open route with and without a language to normalise. Both kinds go to
+ * gatehouse, each kind to its own process, the two processes swapping kinds from round to round.
  */
-export async function prepareScenarios(
-  wanted: readonly string[],
-  bare: readonly [Served, Served],
-  gatehouse: Served,
-  twin: Served,
-  secrets: Secrets,
-): Promise<{ ready: Scenario[]; skipped: Skipped[] }> {
-  const gatehouses = [gatehouse, twin];
-  const features = await probeFeatures(gatehouse, secrets);
-  const ready: Scenario[] = [];
-  const skipped: Skipped[] = [];
-  const tokenProblem = (token: string | Error) =>
-    token instanceof Error ? `no token from the token endpoint: ${token.message}` : undefined;
+export async function language(shared: Shared): Promise<Pairing> {
+  const [gatehouse, twin] = await shared.gatehouses();
+  return {
+    baseline: {
+      label: "gatehouse, no language",
+      served: [twin, gatehouse],
+      path: OPEN_PATH,
+      headers: {},
+    },
+    candidate: {
+      label: "gatehouse, fr-CA + FR,de",
+      served: [gatehouse, twin],
+      path: `${OPEN_PATH}?${LANGUAGE_QUERY}`,
+      headers: LANGUAGE_HEADERS,
+    },
+  };
+}
 
-  for (const name of wanted) {
-    let reason: string | undefined;
-    let scenario: Scenario | undefined;
-    if (name === "forward") {
-      reason = features.forward;
-      scenario = {
-        name,
-        goal: 1.1,
-        goalText: "≤ 1.10× bare",
-        baseline: { label: "bare http-proxy-3", served: bare, path: OPEN_PATH, headers: {} },
-        candidate: { label: "gatehouse", served: gatehouses, path: OPEN_PATH, headers: {} },
-      };
-    } else if (name === "bearer") {
-      reason = tokenProblem(features.bearerToken) ?? features.enforcesBearer;
-      const headers = typeof features.bearerToken === "string" ? bearer(features.bearerToken) : {};
-      scenario = {
-        name,
-        goal: 1.15,
-        goalText: "≤ 1.15× bare",
-        baseline: { label: "bare http-proxy-3", served: bare, path: PROTECTED_PATH, headers },
-        candidate: { label: "gatehouse", served: gatehouses, path: PROTECTED_PATH, headers },
-      };
-    } else if (name === "language") {
-      reason = features.language;
-      scenario = {
-        name,
-        goal: 1.05,
-        goalText: "≤ 1.05× without",
-        baseline: {
-          label: "gatehouse, no language",
-          served: [twin, gatehouse],
-          path: OPEN_PATH,
-          headers: {},
-        },
-        candidate: {
-          label: "gatehouse, fr-CA + FR,de",
-          served: [gatehouse, twin],
-          path: `${OPEN_PATH}?${LANGUAGE_QUERY}`,
-          headers: LANGUAGE_HEADERS,
-        },
-      };
-    } else {
-      reason = tokenProblem(features.limitedToken) ?? features.enforcesBearer ?? features.language;
-      const path = `${PROTECTED_PATH}?${LANGUAGE_QUERY}`;
-      const headers = {
-        ...LANGUAGE_HEADERS,
-        ...(typeof features.limitedToken === "string" ? bearer(features.limitedToken) : {}),
-      };
-      if (reason === undefined) {
-        const answer = await probe(gatehouse, path, headers);
-        if (answer.headers.get("x-ratelimit-limit") === null) {
-          reason = `limits are not in this build: ${describe(path, answer)} without X-RateLimit-Limit`;
-        } else if (answer.headers.get("x-request-quota-limit") === null) {
-          reason = `quotas are not in this build: ${describe(path, answer)} without X-Request-Quota-Limit`;
-        }
-      }
-      scenario = {
-        name,
-        goal: 1.1,
-        goalText: "≤ 1.10× bare",
-        baseline: { label: "bare http-proxy-3", served: bare, path, headers },
-        candidate: { label: "gatehouse", served: gatehouses, path, headers },
-      };
-    }
-    reason ??= await firstRefusal(scenario);
-    if (reason === undefined) ready.push(scenario);
-    else skipped.push({ name, reason });
-  }
-  return { ready, skipped };
+/** `full`: the protected route with a language and a token of the client whose plan counts it. */
+export async function full(shared: Shared): Promise<Pairing> {
+  const [gatehouse] = await shared.gatehouses();
+  const token = await fetchToken(gatehouse, LIMITED_CLIENT, shared.secrets.limited);
+  return againstBare(shared, `${PROTECTED_PATH}?${LANGUAGE_QUERY}`, {
+    ...LANGUAGE_HEADERS,
+    ...authorization(token),
+  });
 }

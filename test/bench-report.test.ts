@@ -1,5 +1,13 @@
 import t from "tap";
-import { consoleTable, cpuRatio, resultsMarkdown, verdict, type Run } from "../bench/report.js";
+import {
+  consoleTable,
+  cpuRatio,
+  figuresSection,
+  resultsMarkdown,
+  verdict,
+  type Run,
+  type RunInfo,
+} from "../bench/report.js";
 import type { Served } from "../bench/processes.js";
 import type { Scenario, Target } from "../bench/scenarios.js";
 
@@ -76,6 +84,15 @@ t.test("a run with errors or non-2xx answers is invalid, whatever its ratio", as
   t.equal(verdict(runs), "invalid (3 errors or non-2xx)");
 });
 
+const info: RunInfo = {
+  command: "npm run bench",
+  date: "2026-11-24 00:00 UTC",
+  node: "v20.0.0",
+  cpu: "a CPU, 2 cores",
+  commit: "abc1234",
+  settings: "defaults",
+};
+
 t.test("the table and RESULTS.md carry the figures, the goal and the verdict", async (t) => {
   const runs = {
     scenario: side,
@@ -83,20 +100,39 @@ t.test("the table and RESULTS.md carry the figures, the goal and the verdict", a
     baseline: [run(50), run(50), run(50)],
     candidate: [run(60), run(60), run(60)],
   };
-  const markdown = resultsMarkdown([runs], [{ name: "bearer", reason: "no token" }], {
-    command: "npm run bench",
-    date: "2026-11-24 00:00 UTC",
-    node: "v20.0.0",
-    cpu: "a CPU, 2 cores",
-    commit: "abc1234",
-    settings: "defaults",
-  });
+  const markdown = resultsMarkdown(
+    [runs],
+    [{ name: "redis", reason: "no redis-server" }],
+    ["## keys\n\nthe keys section\n"],
+    info,
+  );
   t.match(markdown, /\| forward +\| bare +\|/);
   t.match(markdown, /\| 1\.200× \| ≤ 1\.10× bare +\| FAIL +\|/);
-  t.match(markdown, /\| bearer +\| skipped/);
+  t.match(markdown, /\| redis +\| skipped/);
   t.match(markdown, /- Commit: abc1234/);
+  t.match(
+    markdown,
+    /How to read it:[^]*## keys\n\nthe keys section/,
+    "the sections after the table",
+  );
   t.match(
     consoleTable([runs], []),
     /gatehouse +1000 +1\.00 +2\.00 +1000 +60\.0 +1\.200× +≤ 1\.10× bare +FAIL/,
   );
+});
+
+t.test("a run of standalone measurements only: their sections, no table", async (t) => {
+  const section = figuresSection("big-config", [
+    ["10000 routes, ready from the start", "900 ms (1200 ms CPU)"],
+    ["reload applied", "800 ms"],
+  ]);
+  t.equal(
+    section.text,
+    "big-config\n10000 routes, ready from the start  900 ms (1200 ms CPU)\n" +
+      "reload applied                      800 ms",
+  );
+  const markdown = resultsMarkdown([], [], [section.markdown], info);
+  t.match(markdown, /- defaults\n\n## big-config\n\n\| measure \| value \|/);
+  t.match(markdown, /\| reload applied \| 800 ms \|/);
+  t.notMatch(markdown, /How to read it|\| scenario \|/);
 });

@@ -1,0 +1,107 @@
+/**
+ * Every scenario of the benchmark, declared once: its name, what it measures (for `--help`) and
+ * its kind. A side-by-side scenario gives two targets that bench/run.ts measures in paired rounds
+ * against a goal for their CPU ratio; a standalone one measures by itself and returns its report.
+ * The order here is the order they run in, the side-by-side ones together.
+ */
+import { measureBigConfig } from "./big-config.js";
+import { measureFootprint } from "./footprint.js";
+import { measureKeys } from "./keys.js";
+import { prepareRedis } from "./redis.js";
+import { markdownSection, type Section } from "./report.js";
+import { bearer, forward, full, language, type Pairing, type Skip } from "./scenarios.js";
+import type { Shared } from "./shared.js";
+import { prepareTrustedProxies } from "./trusted-proxies.js";
+
+/** Two targets measured in paired rounds; the candidate's CPU per request over the baseline's. */
+export interface SideBySide {
+  readonly kind: "side-by-side";
+  readonly name: string;
+  readonly description: string;
+  /** The bound of the CPU ratio. */
+  readonly goal: number;
+  /** What the baseline is, for the goal's wording: `≤ 1.10× bare`. */
+  readonly versus: string;
+  /** Starts what the scenario needs through `shared` and gives its targets, or why it cannot run. */
+  prepare(shared: Shared): Promise<Pairing | Skip>;
+}
+
+/** A measurement of its own, with its own report. */
+export interface Standalone {
+  readonly kind: "standalone";
+  readonly name: string;
+  readonly description: string;
+  measure(shared: Shared): Promise<Section>;
+}
+
+export type Entry = SideBySide | Standalone;
+
+/** Every scenario, in the order they run. */
+export const SCENARIOS: readonly Entry[] = [
+  {
+    kind: "standalone",
+    name: "footprint",
+    description: "one process's ready time and RSS, idle and after 100k clients",
+    measure: measureFootprint,
+  },
+  {
+    kind: "standalone",
+    name: "big-config",
+    description: "start and reload on 10,000 routes, the event loop's longest hold",
+    measure: measureBigConfig,
+  },
+  {
+    kind: "side-by-side",
+    name: "forward",
+    description: "an auth: none route",
+    goal: 1.1,
+    versus: "bare",
+    prepare: forward,
+  },
+  {
+    kind: "side-by-side",
+    name: "bearer",
+    description: "a route that needs a Bearer token",
+    goal: 1.15,
+    versus: "bare",
+    prepare: bearer,
+  },
+  {
+    kind: "side-by-side",
+    name: "language",
+    description: "Accept-Language and translation_language, against neither",
+    goal: 1.05,
+    versus: "without",
+    prepare: language,
+  },
+  {
+    kind: "side-by-side",
+    name: "full",
+    description: "a token, a language, two rate limits and a quota",
+    goal: 1.1,
+    versus: "bare",
+    prepare: full,
+  },
+  {
+    kind: "side-by-side",
+    name: "trusted-proxies",
+    description: "X-Forwarded-For through trusted proxies, the client counted",
+    goal: 1.1,
+    versus: "bare",
+    prepare: async (shared) => prepareTrustedProxies(await shared.context(), await shared.bares()),
+  },
+  {
+    kind: "side-by-side",
+    name: "redis",
+    description: "counting in a Redis of its own; then Redis's own figures",
+    goal: 1.15,
+    versus: "bare",
+    prepare: async (shared) => prepareRedis(await shared.context(), await shared.bares()),
+  },
+  {
+    kind: "standalone",
+    name: "keys",
+    description: "what a tracked client costs the memory store",
+    measure: async (shared) => markdownSection(await measureKeys(await shared.context())),
+  },
+];

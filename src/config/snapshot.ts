@@ -5,7 +5,6 @@
 import type { BuildProblem } from "./problem.js";
 import type { UpstreamSettings } from "../upstream/settings.js";
 import { createHash } from "node:crypto";
-import { BlockList, isIPv4 } from "node:net";
 import { dirname, resolve } from "node:path";
 import {
   ConfigError,
@@ -15,6 +14,7 @@ import {
   type ConfigProblem,
   type ParsedConfig,
 } from "./load.js";
+import { addressSet, type AddressSet } from "../http/address-set.js";
 import { where } from "./key-path.js";
 import { durationMs } from "./duration.js";
 import type { Surroundings } from "./environment.js";
@@ -48,7 +48,7 @@ export interface Snapshot {
   readonly listen: HostPort;
   readonly adminListen: HostPort;
   /** null when no proxy is trusted. */
-  readonly trustedProxies: BlockList | null;
+  readonly trustedProxies: AddressSet | null;
   readonly upstream: UpstreamSettings;
   readonly routes: RouteTable;
   /** Plans by client id, the anonymous plan, and the limits settings. */
@@ -117,7 +117,7 @@ export async function buildSnapshot(
     identity: identity(options.text, tokens.keys),
     listen: hostPort(file.listen),
     adminListen: hostPort(file.admin_listen),
-    trustedProxies: trustedProxies(file.trusted_proxies),
+    trustedProxies: file.trusted_proxies.length === 0 ? null : addressSet(file.trusted_proxies),
     upstream: {
       url: new URL(file.upstream.url),
       timeoutMs: durationMs(file.upstream.timeout),
@@ -195,21 +195,9 @@ export function hostPort(text: string): HostPort {
   return { host, port: Number(text.slice(colon + 1)) };
 }
 
-function trustedProxies(cidrs: readonly string[]): BlockList | null {
-  if (cidrs.length === 0) return null;
-  const list = new BlockList();
-  for (const entry of cidrs) {
-    const [address = "", bits] = entry.split("/");
-    const type = isIPv4(address) ? "ipv4" : "ipv6";
-    if (bits === undefined) list.addAddress(address, type);
-    else list.addSubnet(address, Number(bits), type);
-  }
-  return list;
-}
-
 function deepFreeze<T>(value: T): T {
   if (value !== null && typeof value === "object" && !Object.isFrozen(value)) {
-    if (value instanceof BlockList || value instanceof URL || value instanceof RegExp) return value;
+    if (value instanceof URL || value instanceof RegExp) return value;
     if (ArrayBuffer.isView(value)) return value;
     Object.freeze(value);
     for (const key of Object.keys(value)) deepFreeze((value as Record<string, unknown>)[key]);

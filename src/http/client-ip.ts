@@ -1,6 +1,7 @@
 /** The client's address: the socket peer, or through trusted proxies the rightmost untrusted hop. */
-import { isIPv4, isIPv6, type BlockList } from "node:net";
+import { isIPv4, isIPv6 } from "node:net";
 import type { IncomingMessage } from "node:http";
+import { parseIPv4, type AddressSet } from "./address-set.js";
 
 /** Folds IPv4-mapped IPv6 (`::ffff:203.0.113.7`) to IPv4 so both spellings are one client. */
 export function normalizeAddress(address: string): string {
@@ -15,13 +16,6 @@ export function normalizeAddress(address: string): string {
   return address;
 }
 
-/** Whether `address` (already normalised) is one of the trusted proxies. */
-export function isTrusted(list: BlockList, address: string): boolean {
-  if (isIPv4(address)) return list.check(address, "ipv4");
-  if (isIPv6(address)) return list.check(address, "ipv6");
-  return false;
-}
-
 /** The peer address of the connection, IPv4-mapped addresses folded. */
 export function peerAddress(req: IncomingMessage): string {
   return normalizeAddress(req.socket.remoteAddress ?? "");
@@ -33,16 +27,16 @@ export function peerAddress(req: IncomingMessage): string {
  * was written by the client itself and is not believed. Empty when the header is absent or a hop
  * that would be believed is not an address.
  */
-export function vouchedHops(req: IncomingMessage, trusted: BlockList): string[] {
+export function vouchedHops(req: IncomingMessage, trusted: AddressSet): string[] {
   const forwarded = req.headers["x-forwarded-for"];
   if (typeof forwarded !== "string") return [];
   const hops = forwarded.split(",");
   const vouched: string[] = [];
   for (let i = hops.length - 1; i >= 0; i--) {
     const hop = normalizeAddress((hops[i] as string).trim());
-    if (!isIPv4(hop) && !isIPv6(hop)) return [];
+    if (parseIPv4(hop) === -1 && !isIPv6(hop)) return [];
     vouched.push(hop);
-    if (!isTrusted(trusted, hop)) break;
+    if (!trusted.has(hop)) break;
   }
   return vouched.reverse();
 }
@@ -61,9 +55,9 @@ export interface ClientFacts {
  * The client's facts (nginx `real_ip_recursive on`, Envoy `xff_num_trusted_hops`): when the peer
  * is a trusted proxy, walk X-Forwarded-For from the right and take the first untrusted hop.
  */
-export function clientFacts(req: IncomingMessage, trusted: BlockList | null): ClientFacts {
+export function clientFacts(req: IncomingMessage, trusted: AddressSet | null): ClientFacts {
   const peer = peerAddress(req);
-  if (trusted === null || !isTrusted(trusted, peer)) return { peer, address: peer, vouched: null };
+  if (trusted === null || !trusted.has(peer)) return { peer, address: peer, vouched: null };
   const vouched = vouchedHops(req, trusted);
   return { peer, address: vouched[0] ?? peer, vouched };
 }

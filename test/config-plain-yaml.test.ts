@@ -121,3 +121,25 @@ t.test("random documents read the same both ways", async (t) => {
   );
   t.ok(read >= 100, `${read} of 300 documents were read the fast way`);
 });
+
+t.test("a plain, valid file never loads the full parser; a file with a problem does", async (t) => {
+  // In a process of its own: tap's reporter has the full parser loaded in this one.
+  const load = new URL("../dist/src/config/load.js", import.meta.url).href;
+  const probe = (text: string) =>
+    execFileSync(
+      process.execPath,
+      [
+        "--input-type=module",
+        "-e",
+        `import { createRequire } from "node:module";
+         const { parseConfigText } = await import(${JSON.stringify(load)});
+         try { parseConfigText(${JSON.stringify(text)}, "probe.yaml"); } catch {}
+         const cache = Object.keys(createRequire(import.meta.url).cache);
+         process.stdout.write(String(cache.some((path) => path.includes("/node_modules/yaml/"))));`,
+      ],
+      { encoding: "utf8" },
+    );
+  const example = await readFile(join(import.meta.dirname, "..", "proxy.config.yaml"), "utf8");
+  t.equal(probe(example), "false", "the example config");
+  t.equal(probe(`${example}\nunknown_key: 1\n`), "true", "a file with an unknown key");
+});

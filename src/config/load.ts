@@ -5,21 +5,25 @@
  * from the full parser.
  */
 import { readFile } from "node:fs/promises";
-import {
-  isAlias,
-  isMap,
-  isScalar,
-  isSeq,
-  LineCounter,
-  parseDocument,
-  type Document,
-  type Node,
-} from "yaml";
+import { createRequire } from "node:module";
+import type * as Yaml from "yaml";
+import type { Document, LineCounter, Node } from "yaml";
 import { z } from "zod";
 import { environmentProblems, type Surroundings } from "./environment.js";
 import { where } from "./key-path.js";
 import { readPlainYaml } from "./plain-yaml.js";
 import { FileSchema, type FileConfig } from "./schema.js";
+
+let yamlModule: typeof Yaml | undefined;
+
+/**
+ * The full parser, loaded the first time a file needs it: a file that is plain and valid never
+ * does, and it is a tenth of what gatehouse would otherwise load at start.
+ */
+function yaml(): typeof Yaml {
+  yamlModule ??= createRequire(import.meta.url)("yaml") as typeof Yaml;
+  return yamlModule;
+}
 
 /** One problem in the configuration file, at a line and column (both from 1). */
 export interface ConfigProblem {
@@ -71,6 +75,7 @@ export function locate(parsed: ParsedConfig, path: readonly PropertyKey[]): Posi
 }
 
 function fullParse(text: string): FullParse {
+  const { LineCounter, parseDocument } = yaml();
   const lineCounter = new LineCounter();
   const doc = parseDocument(text, {
     lineCounter,
@@ -240,6 +245,7 @@ function unwrap(schema: z.ZodType): z.ZodType {
 // The node at `key` of a mapping or sequence, aliases followed; keys compare as the data does
 // (a YAML key `1` is the data's "1").
 function child(doc: Document, node: unknown, key: PropertyKey): Node | undefined {
+  const { isAlias, isMap, isScalar, isSeq } = yaml();
   const container = isAlias(node) ? node.resolve(doc) : node;
   if (isSeq(container)) return container.items[Number(key)] as Node | undefined;
   if (!isMap(container)) return undefined;
@@ -270,6 +276,7 @@ function keyOffset(doc: Document, path: readonly PropertyKey[], key: string): nu
 }
 
 function keyIn(doc: Document, node: unknown, key: string, otherwise: number): number {
+  const { isAlias, isMap, isScalar } = yaml();
   const map = isAlias(node) ? node.resolve(doc) : node;
   if (isMap(map)) {
     for (const pair of map.items) {

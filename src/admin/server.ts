@@ -3,7 +3,8 @@
  * handler. It serves operators and Prometheus, never the public: every answer is JSON but
  * /metrics, and nothing it shows carries a secret.
  */
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { IncomingMessage, Server, ServerResponse } from "node:http";
+import { http } from "../http/node-http.js";
 import type { Logger } from "pino";
 import type { Snapshot } from "../config/snapshot.js";
 import { errorReply } from "../core/context.js";
@@ -114,7 +115,7 @@ export function createAdminServer(
   log: Logger,
   access: AdminAccess,
 ): Server {
-  return createServer((req, res) => {
+  return http.createServer((req, res) => {
     const target = req.url ?? "/";
     const query = target.indexOf("?");
     const path = query === -1 ? target : target.slice(0, query);

@@ -2,7 +2,8 @@
  * gatehouse's answers to the requests that Node's HTTP parser refuses before any request object
  * exists (the server's `clientError` event): the same JSON error bodies as every other answer.
  */
-import { maxHeaderSize, STATUS_CODES, type ServerResponse } from "node:http";
+import type { ServerResponse } from "node:http";
+import { http } from "./node-http.js";
 import type { Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import type { ErrorCode } from "./error-codes.js";
@@ -36,7 +37,7 @@ const ANSWERS: ReadonlyMap<string, ClientErrorAnswer> = new Map([
     {
       status: 431,
       code: "request_header_fields_too_large",
-      message: `the request header section must be at most ${maxHeaderSize} bytes`,
+      message: `the request header section must be at most ${http.maxHeaderSize} bytes`,
     },
   ],
   // RFC 9112 §7.1.1: Node caps chunk extensions at 16 KiB (CVE-2024-22019) and answers 413.
@@ -92,7 +93,7 @@ type ClientSocket = Duplex & { _httpMessage?: ServerResponse | null };
 function responseBytes(answer: ClientErrorAnswer, date: Date): Buffer {
   const body = JSON.stringify({ error: answer.code, message: answer.message });
   const head =
-    `HTTP/1.1 ${answer.status} ${STATUS_CODES[answer.status] ?? ""}\r\n` +
+    `HTTP/1.1 ${answer.status} ${http.STATUS_CODES[answer.status] ?? ""}\r\n` +
     `Date: ${date.toUTCString()}\r\n` +
     "Content-Type: application/json\r\n" +
     `Content-Length: ${Buffer.byteLength(body)}\r\n` +

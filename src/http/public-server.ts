@@ -3,7 +3,8 @@
  * put in order and capped, and JSON answers to Node's own parser errors, header overflow and
  * timeouts.
  */
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { IncomingMessage, Server, ServerResponse } from "node:http";
+import { http } from "./node-http.js";
 import { createClientErrorHandler } from "./client-errors.js";
 import { manageConnections } from "./connections.js";
 
@@ -46,7 +47,7 @@ export function createPublicServer(
   handle: (req: IncomingMessage, res: ServerResponse) => void,
   { headersMs, maxConnections, now }: PublicServerOptions,
 ): Server {
-  const server = createServer({
+  const server = http.createServer({
     headersTimeout: headersMs,
     // Node looks for expired deadlines only this often (30 s by default, so a 15 s deadline could
     // hold a connection for 45 s); a fifth of the deadline keeps the overshoot within 20 %.

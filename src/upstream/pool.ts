@@ -2,8 +2,8 @@
  * The connections to one upstream: a keep-alive agent whose idle sockets are closed in time, and
  * the http-proxy servers that send requests over it.
  */
-import { Agent as HttpAgent } from "node:http";
-import { Agent as HttpsAgent } from "node:https";
+import type { Agent } from "node:http";
+import { http, https } from "../http/node-http.js";
 import type { Socket } from "node:net";
 import type { Stream } from "node:stream";
 import { ProxyServer } from "http-proxy-3";
@@ -41,8 +41,8 @@ export function createPool(upstream: UpstreamSettings): Pool {
     maxSockets: upstream.maxSockets,
     scheduling: "lifo" as const,
   };
-  const agent: HttpAgent =
-    url.protocol === "https:" ? new HttpsAgent(agentOptions) : new HttpAgent(agentOptions);
+  const agent: Agent =
+    url.protocol === "https:" ? new https.Agent(agentOptions) : new http.Agent(agentOptions);
   const stopSweep = closeIdleSockets(agent, upstream.idleTimeoutMs);
   const options = {
     // A URL rather than its text: http-proxy parses a string target on every request.

@@ -7,6 +7,7 @@ import { http, https } from "../http/node-http.js";
 import type { Socket } from "node:net";
 import type { Stream } from "node:stream";
 import { ProxyServer } from "http-proxy-3";
+import { keepRequestFraming } from "./http-proxy-internals.js";
 import { closeIdleSockets } from "./idle-sockets.js";
 import type { UpstreamSettings } from "./settings.js";
 
@@ -66,13 +67,7 @@ export function createPool(upstream: UpstreamSettings): Pool {
   // stale as the one that failed.
   const fresh = new ProxyServer({ ...options, agent: false, buffer: NO_BODY });
   const servers = [withBody, bodiless, fresh];
-  for (const server of servers) {
-    // http-proxy's deleteLength pass rewrites DELETE and OPTIONS bodies sent chunked into
-    // `Content-Length: 0`; framing is the client's and stays as it came.
-    // `webPasses` is private in the typings; the version is pinned (~1.23) and a test guards this.
-    const internals = server as unknown as { webPasses: Array<{ name: string }> };
-    internals.webPasses = internals.webPasses.filter((pass) => pass.name !== "deleteLength");
-  }
+  for (const server of servers) keepRequestFraming(server);
   return {
     withBody,
     bodiless,

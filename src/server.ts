@@ -84,13 +84,13 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
     clock: options.clock ?? systemClock,
     newId: options.newId ?? createRequestIds(),
     lifecycle,
-    tokenBodyMs: deadlines.tokenBodyMs,
   };
 
   const parts: RuntimeParts = {
     services,
     forwarders: createForwarderPool(services),
     limiterStores: await openLimiterStores(services, first.limits.stateFile),
+    tokenBodyMs: deadlines.tokenBodyMs,
   };
   const store = await openConfigStore(first, source, parts);
   const entry = createEntry(() => store.current.stages, services);

@@ -22,6 +22,4 @@ export interface Services {
   /** A new request id. */
   readonly newId: () => string;
   readonly lifecycle: Lifecycle;
-  /** Milliseconds a token request's body may take to arrive once it is wanted (408 after). */
-  readonly tokenBodyMs: number;
 }

@@ -33,13 +33,15 @@ export interface RuntimeParts {
   readonly services: Services;
   readonly forwarders: ForwarderPool;
   readonly limiterStores: LimiterStores;
+  /** Milliseconds a token request's body may take to arrive (the slow-client deadline). */
+  readonly tokenBodyMs: number;
 }
 
 /** The config store holding the runtime of `first`, building one for each reloaded snapshot. */
 export async function openConfigStore(
   first: Snapshot,
   source: ConfigSource,
-  { services, forwarders, limiterStores }: RuntimeParts,
+  { services, forwarders, limiterStores, tokenBodyMs }: RuntimeParts,
 ): Promise<ConfigStore<Runtime>> {
   const { log, metrics } = services;
   const warn = createWarnOnce(log);
@@ -56,7 +58,7 @@ export async function openConfigStore(
       config,
       forwarder,
       limiterStore,
-      stages: buildStages(config, { services, forwarder, limiterStore }),
+      stages: buildStages(config, { services, forwarder, limiterStore, tokenBodyMs }),
     };
   };
   return createConfigStore<Runtime>({

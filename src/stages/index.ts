@@ -26,6 +26,8 @@ export interface PipelineDeps {
   readonly forwarder: Forwarder;
   /** Counters live here, across reloads. */
   readonly limiterStore: CounterStore;
+  /** Milliseconds a token request's body may take to arrive once it is wanted (408 after). */
+  readonly tokenBodyMs: number;
 }
 
 /** Builds the ordered stages for one config snapshot. */
@@ -49,7 +51,7 @@ export function buildStages(config: Snapshot, deps: PipelineDeps): readonly Stag
     // gatehouse's own paths: answered here, never forwarded, never counted.
     createHealthStage(config.health, services.lifecycle),
     // The token endpoint and the JWKS: gatehouse's own paths too, before the allowlist.
-    createTokenEndpointStage(config.tokens, failures, services),
+    createTokenEndpointStage(config.tokens, failures, services, deps.tokenBodyMs),
     // The allowlist: 404 and 405 never reach the limiter.
     createRouteStage(config.routes),
     // 401 and 400 for the bearer token come after 404/405 and before anything counts.

@@ -178,7 +178,9 @@ interface Endpoint {
   readonly settings: TokenSettings;
   readonly failures: FailureLimiter;
   readonly services: Services;
-  /** The answer when the body is not received within `services.tokenBodyMs`. */
+  /** Milliseconds the body may take to arrive once it is wanted. */
+  readonly bodyMs: number;
+  /** The answer when the body is not received within `bodyMs`. */
   readonly bodyTimeout: Reply;
 }
 
@@ -211,12 +213,7 @@ async function receiveCredentials(
   const { req } = ctx;
   // Only now is the body wanted (RFC 9110 §10.1.1): a refused request never got 100 Continue.
   if (req.headers.expect !== undefined) ctx.res.writeContinue();
-  const body = await readBody(
-    req,
-    MAX_TOKEN_BODY_BYTES,
-    endpoint.services.tokenBodyMs,
-    endpoint.services.clock,
-  );
+  const body = await readBody(req, MAX_TOKEN_BODY_BYTES, endpoint.bodyMs, endpoint.services.clock);
   if (body === "aborted") {
     ctx.res.destroy();
     return HANDLED;
@@ -293,16 +290,18 @@ export function createTokenEndpointStage(
   settings: TokenSettings,
   failures: FailureLimiter,
   services: Services,
+  bodyMs: number,
 ): Stage {
   const endpoint: Endpoint = {
     settings,
     failures,
     services,
+    bodyMs,
     // RFC 9110 §15.5.9: 408 closes the connection; the rest of a trickled body is never read.
     bodyTimeout: oauthError(
       408,
       "request_timeout",
-      `the token request body was not received within ${services.tokenBodyMs / 1000} seconds`,
+      `the token request body was not received within ${bodyMs / 1000} seconds`,
       { connection: "close" },
     ),
   };

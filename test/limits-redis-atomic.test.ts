@@ -15,6 +15,7 @@ import { startUpstream } from "./helpers/upstream.js";
 import { createMetrics } from "../src/metrics.js";
 import { connectRedis } from "../src/limits/redis-connection.js";
 import { createRedisStore } from "../src/limits/redis-store.js";
+import { systemClock } from "../src/clock.js";
 import { metric } from "./helpers/metrics.js";
 
 const upstream = await startUpstream();
@@ -153,7 +154,7 @@ t.test("what Redis counted is taken back in Redis or not at all", async (t) => {
   };
   const connection = connectRedis(settings, { log, metrics });
   t.teardown(() => connection.close());
-  const store = createRedisStore(connection, settings, metrics, Date.now);
+  const store = createRedisStore(connection, settings, metrics, Date.now, systemClock);
   t.teardown(() => store.close());
   t.ok(await eventually(async () => connection.healthy()));
   const slots = [{ name: "auth-failures:ip:60000", limit: 5, ttlMs: 60_000 }];

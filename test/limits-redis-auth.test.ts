@@ -7,7 +7,8 @@ import { eventually } from "./helpers/client.js";
 import { configFor, startTestGatehouse, type TestGatehouse } from "./helpers/gatehouse.js";
 import { connected, get, readiness } from "./helpers/redis-gatehouse.js";
 import { metric, scrape } from "./helpers/metrics.js";
-import { startAclRedis } from "./helpers/redis-topologies.js";
+import { redisCli, startAclRedis } from "./helpers/redis-topologies.js";
+import { scriptPipes } from "./helpers/redis.js";
 import { startUpstream } from "./helpers/upstream.js";
 
 const upstream = await startUpstream();
@@ -16,12 +17,12 @@ const PASSWORD = `acl-password-${randomBytes(8).toString("hex")}`;
 const acl = await startAclRedis("gatehouse", PASSWORD);
 t.teardown(() => acl.close());
 
-function config(redis: string, onOutage = "closed"): string {
+function config(redis: string, onOutage = "closed", limit = 2): string {
   return configFor(
     upstream.url,
     `plans:
   anonymous:
-    rate_limit: { limit: 2, window: 1h }
+    rate_limit: { limit: ${limit}, window: 1h }
 limits:
   store: redis
   redis:
@@ -37,10 +38,11 @@ routes:
   );
 }
 
-const aclConfig = (onOutage?: string) =>
+const aclConfig = (onOutage?: string, limit?: number) =>
   config(
     `    url: ${acl.url}\n    username: gatehouse\n    password_env: REDIS_PASSWORD`,
     onOutage,
+    limit,
   );
 
 async function started(
@@ -54,11 +56,23 @@ async function started(
 }
 
 t.test("an ACL user with its password counts; the password is nowhere to be seen", async (t) => {
-  const g = await started(t, aclConfig(), { env: { REDIS_PASSWORD: PASSWORD } });
+  const g = await started(t, aclConfig("closed", 1000), { env: { REDIS_PASSWORD: PASSWORD } });
   t.ok(await connected(g), "authenticated");
   const response = await get(g);
   t.equal(response.status, 200);
-  t.equal(response.headers.get("x-ratelimit-remaining"), "1", "counted in Redis");
+  t.equal(response.headers.get("x-ratelimit-remaining"), "999", "counted in Redis");
+  const pipes = async () =>
+    scriptPipes(
+      await redisCli(acl.port, ["--user", "gatehouse", "--pass", PASSWORD, "CLIENT", "LIST"]),
+    );
+  t.ok(
+    await eventually(async () => {
+      t.equal((await get(g)).status, 200);
+      return (await pipes()).length === 1;
+    }, 30_000),
+    "the script goes through a pipe",
+  );
+  t.match(await pipes(), [/ user=gatehouse /], "authenticated as the ACL user");
   t.notOk(JSON.stringify(g.logs).includes(PASSWORD), "not in the logs");
   t.notOk((await scrape(g)).includes(PASSWORD), "not in /metrics");
 });

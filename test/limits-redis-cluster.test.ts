@@ -6,6 +6,7 @@ import { eventually } from "./helpers/client.js";
 import { configFor, startTestGatehouse, type TestGatehouse } from "./helpers/gatehouse.js";
 import { connected, get, readiness } from "./helpers/redis-gatehouse.js";
 import { startTestCluster } from "./helpers/redis-topologies.js";
+import { scriptPipes } from "./helpers/redis.js";
 import { startUpstream } from "./helpers/upstream.js";
 
 const upstream = await startUpstream();
@@ -65,10 +66,27 @@ t.test(
   },
 );
 
+t.test("each instance runs the script through its own pipe to the key's primary", async (t) => {
+  const prefix = newPrefix();
+  const yaml = config(prefix, 1000);
+  const a = await started(t, yaml);
+  const b = await started(t, yaml);
+  t.equal((await get(a)).status, 200);
+  const [counter] = await cluster.keys(prefix);
+  const holder = (counter as { port: number }).port;
+  t.ok(
+    await eventually(async () => {
+      t.same([(await get(a)).status, (await get(b)).status], [200, 200]);
+      return scriptPipes(await cluster.clientList(holder)).length === 2;
+    }, 30_000),
+    "two pipes, one per instance, ran the script there",
+  );
+});
+
 t.test("a slot moved to another primary: MOVED is followed and the count kept", async (t) => {
   const prefix = newPrefix();
-  const g = await started(t, config(prefix, 5));
-  t.equal((await get(g)).headers.get("x-ratelimit-remaining"), "4");
+  const g = await started(t, config(prefix, 100));
+  t.equal((await get(g)).headers.get("x-ratelimit-remaining"), "99");
   const [counter] = await cluster.keys(prefix);
   t.ok(counter, "the counter lives in the Cluster");
   const { key, port } = counter as { key: string; port: number };
@@ -77,7 +95,14 @@ t.test("a slot moved to another primary: MOVED is followed and the count kept", 
   t.same(await cluster.keys(prefix), [{ key, port: to }], "the counter moved with its slot");
   const next = await get(g);
   t.equal(next.status, 200, "counted on the new primary");
-  t.equal(next.headers.get("x-ratelimit-remaining"), "3", "where the moved counter stood");
+  t.equal(next.headers.get("x-ratelimit-remaining"), "98", "where the moved counter stood");
+  t.ok(
+    await eventually(async () => {
+      t.equal((await get(g)).status, 200);
+      return scriptPipes(await cluster.clientList(to)).length === 1;
+    }, 30_000),
+    "then through a pipe to the new primary",
+  );
 });
 
 t.test("a primary restarted: not ready while it is down, counting on it after", async (t) => {

@@ -5,9 +5,11 @@ import { randomBytes } from "node:crypto";
 import { performance } from "node:perf_hooks";
 import { Redis } from "ioredis";
 import t from "tap";
+import { eventually } from "./helpers/client.js";
 import { configFor, startTestGatehouse } from "./helpers/gatehouse.js";
 import { connected, get } from "./helpers/redis-gatehouse.js";
-import { startTestSentinels } from "./helpers/redis-topologies.js";
+import { redisCli, startTestSentinels } from "./helpers/redis-topologies.js";
+import { scriptPipes } from "./helpers/redis.js";
 import { startUpstream } from "./helpers/upstream.js";
 
 const upstream = await startUpstream();
@@ -47,6 +49,12 @@ t.test("a failover: gatehouse follows the new primary and counts again", async (
   const first = await get(g);
   t.equal(first.status, 200);
   t.equal(first.headers.get("x-ratelimit-remaining"), "999", "counted in Redis");
+  const throughPipe = async (port: number) =>
+    eventually(async () => {
+      await get(g);
+      return scriptPipes(await redisCli(port, ["CLIENT", "LIST"])).length === 1;
+    }, 30_000);
+  t.ok(await throughPipe(await sentinels.primaryPort()), "the script goes through a pipe");
   t.notOk(
     JSON.stringify(g.logs).includes(sentinels.password),
     "the Sentinels' password is in no log line",
@@ -86,4 +94,5 @@ t.test("a failover: gatehouse follows the new primary and counts again", async (
   t.comment(`counting resumed ${Math.round(waited)} ms after the promotion`);
   t.ok(waited <= RESUME_MS, `resumed within ${RESUME_MS} ms of the promotion`);
   t.equal((await get(g)).status, 200, "and goes on");
+  t.ok(await throughPipe(newPort), "then through a pipe to the new primary");
 });

@@ -2,6 +2,7 @@
 // checked under tls.server_name, and a Cluster whose nodes speak only TLS, so that every node
 // connection is proved to use it. Skipped, with the reason, where TLS cannot be tried.
 import { randomBytes } from "node:crypto";
+import { Redis } from "ioredis";
 import t, { type Test } from "tap";
 import { eventually } from "./helpers/client.js";
 import { configFor, startTestGatehouse, type TestGatehouse } from "./helpers/gatehouse.js";
@@ -9,6 +10,7 @@ import { connected, get } from "./helpers/redis-gatehouse.js";
 import { metric } from "./helpers/metrics.js";
 import { SERVER_NAME, startTlsRedis, tlsUnavailable } from "./helpers/redis-tls.js";
 import { startTestCluster } from "./helpers/redis-topologies.js";
+import { scriptPipes } from "./helpers/redis.js";
 import { startUpstream } from "./helpers/upstream.js";
 
 const upstream = await startUpstream();
@@ -20,7 +22,7 @@ function config(where: string, serverName = ""): string {
     upstream.url,
     `plans:
   anonymous:
-    rate_limit: { limit: 2, window: 1h }
+    rate_limit: { limit: 1000, window: 1h }
 limits:
   store: redis
   redis:
@@ -49,7 +51,18 @@ async function counts(t: Test, g: TestGatehouse): Promise<void> {
   t.ok(await connected(g), "connected over TLS");
   const response = await get(g);
   t.equal(response.status, 200);
-  t.equal(response.headers.get("x-ratelimit-remaining"), "1", "counted in Redis");
+  t.equal(response.headers.get("x-ratelimit-remaining"), "999", "counted in Redis");
+}
+
+// Requests until the script goes through a pipe over TLS: `clientLists` reads every node's list.
+async function throughPipes(t: Test, g: TestGatehouse, clientLists: () => Promise<string[]>) {
+  t.ok(
+    await eventually(async () => {
+      t.equal((await get(g)).status, 200);
+      return (await clientLists()).some((list) => scriptPipes(list).length > 0);
+    }, 30_000),
+    "the script goes through a pipe, over TLS",
+  );
 }
 
 t.test(
@@ -58,7 +71,11 @@ t.test(
   async (t) => {
     const redis = await startTlsRedis();
     t.teardown(() => redis.close());
-    await counts(t, await started(t, config(`    url: ${redis.url}`, SERVER_NAME), redis.ca));
+    const named = await started(t, config(`    url: ${redis.url}`, SERVER_NAME), redis.ca);
+    await counts(t, named);
+    const admin = new Redis(redis.url, { tls: { ca: redis.ca, servername: SERVER_NAME } });
+    t.teardown(() => admin.disconnect());
+    await throughPipes(t, named, async () => [String(await admin.call("CLIENT", "LIST"))]);
     // The certificate names only SERVER_NAME, not 127.0.0.1: without server_name the
     // verification fails, so the name is what was checked.
     const unnamed = await started(t, config(`    url: ${redis.url}`), redis.ca);
@@ -79,9 +96,12 @@ t.test(
   async (t) => {
     const cluster = await startTestCluster({ tls: true });
     t.teardown(() => cluster.close());
-    await counts(
+    const g = await started(
       t,
-      await started(t, config(`    cluster: [${cluster.seeds.join(", ")}]`), cluster.ca as string),
+      config(`    cluster: [${cluster.seeds.join(", ")}]`),
+      cluster.ca as string,
     );
+    await counts(t, g);
+    await throughPipes(t, g, () => Promise.all(cluster.ports.map(cluster.clientList)));
   },
 );

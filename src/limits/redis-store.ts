@@ -9,12 +9,15 @@
  * only in the fallback.
  */
 import { Cluster, type Redis } from "ioredis";
+import type { Clock } from "../clock.js";
 import type { Metrics } from "../metrics.js";
 import { slotEnd, type Counted, type CounterStore, type Slot } from "./counters.js";
 import { createLocalBlocks } from "./local-blocks.js";
 import { createMemoryStore, type MemoryStore } from "./memory-store.js";
 import type { RedisSettings } from "./plans.js";
 import type { RedisConnection } from "./redis-connection.js";
+import type { Reply } from "./resp.js";
+import { createScriptRunner } from "./script-runner.js";
 
 /**
  * KEYS: the counters. ARGV: cost, force (1/0), then each counter's limit, then each one's
@@ -53,13 +56,6 @@ end
 return out
 `;
 
-/** The command the script is defined as on each connection. */
-const COMMAND = "gatehouseCount";
-
-interface ScriptClient {
-  [COMMAND](...args: Array<string | number>): Promise<number[]>;
-}
-
 /** A Redis store; `close` stops its fallback's background sweep and its reset subscription. */
 export type RedisStore = CounterStore & { close(): void };
 
@@ -86,7 +82,9 @@ function scriptArgs(
 }
 
 /** The batch's result from the script's answer, counted at `nowMs`. */
-function countedFrom(reply: readonly number[], slots: readonly Slot[], nowMs: number): Counted {
+function countedFrom(answer: Reply, slots: readonly Slot[], nowMs: number): Counted {
+  if (!Array.isArray(answer)) throw new Error(`the count script answered ${String(answer)}`);
+  const reply = answer as readonly number[];
   const n = slots.length;
   const counts: number[] = [];
   const endsAt: number[] = [];
@@ -127,10 +125,10 @@ export function createRedisStore(
   settings: RedisSettings,
   metrics: Metrics,
   now: () => number,
+  clock: Clock,
 ): RedisStore {
   const { client } = connection;
-  if (!(COMMAND in client)) client.defineCommand(COMMAND, { lua: COUNT_SCRIPT });
-  const script = client as unknown as ScriptClient;
+  const script = createScriptRunner(connection, COUNT_SCRIPT, settings.timeoutMs, clock);
   const fallback: MemoryStore | undefined =
     settings.onOutage === "local" ? createMemoryStore({ now, where: "fallback" }) : undefined;
   const blocks = createLocalBlocks();
@@ -145,9 +143,9 @@ export function createRedisStore(
     force: boolean,
     nowMs: number,
   ): Promise<Counted> =>
-    script[COMMAND](...scriptArgs(settings.keyPrefix, subject, slots, cost, force, nowMs)).then(
-      (reply) => countedFrom(reply, slots, nowMs),
-    );
+    script
+      .run(scriptArgs(settings.keyPrefix, subject, slots, cost, force, nowMs))
+      .then((reply) => countedFrom(reply, slots, nowMs));
   // Redis did not answer: the fallback counts under `local`; otherwise the limits stage decides.
   const orFallback = (error: unknown, counting: (store: MemoryStore) => Counted): Counted => {
     if (fallback === undefined) throw error;
@@ -201,6 +199,7 @@ export function createRedisStore(
     },
     close() {
       fallback?.close();
+      script.close();
       resets.disconnect();
     },
   };

@@ -47,7 +47,13 @@ export function createRedisStores(services: RedisStoresServices): RedisStores {
           connection = connectRedis(settings, services);
           connections.set(settings.connectionKey, connection);
         }
-        store = createRedisStore(connection, settings, services.metrics, services.now);
+        store = createRedisStore(
+          connection,
+          settings,
+          services.metrics,
+          services.now,
+          services.clock,
+        );
         stores.set(key, store);
       }
       showLimiterStoreUp(services.metrics, true);

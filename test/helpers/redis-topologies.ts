@@ -81,6 +81,8 @@ export interface TestCluster {
   restart(port: number, whileDown: () => Promise<void>): Promise<void>;
   /** Moves the slot of `key`, and the keys in it, to the primary on `to` (a resharding). */
   moveSlot(key: string, to: number): Promise<void>;
+  /** The `CLIENT LIST` of the node on `port`. */
+  clientList(port: number): Promise<string>;
   close(): Promise<void>;
 }
 
@@ -151,6 +153,7 @@ export async function startTestCluster(options: { tls?: boolean } = {}): Promise
         await cli(from, ["MIGRATE", "127.0.0.1", String(to), "", "0", "5000", "KEYS", ...moving]);
         for (const m of members) await cli(m.port, ["CLUSTER", "SETSLOT", slot, "NODE", toId]);
       },
+      clientList: (port) => cli(port, ["CLIENT", "LIST"]),
       close,
     };
   } catch (error) {

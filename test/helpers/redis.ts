@@ -5,6 +5,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { createConnection } from "node:net";
 import { refusingPort } from "./ports.js";
+import { PIPE_CONNECTION_NAME } from "../../src/limits/script-pipe.js";
 
 /** A private redis-server. */
 export interface TestRedis {
@@ -100,4 +101,13 @@ export async function startTestRedis(): Promise<TestRedis> {
     },
     close: () => stopProcess(child, "SIGKILL"),
   };
+}
+
+/** The lines of a `CLIENT LIST` reply for gatehouse's script pipes whose last command ran the script. */
+export function scriptPipes(clientList: string): string[] {
+  return clientList
+    .split("\n")
+    .filter(
+      (line) => line.includes(` name=${PIPE_CONNECTION_NAME} `) && / cmd=evalsha /.test(line),
+    );
 }

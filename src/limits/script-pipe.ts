@@ -53,8 +53,8 @@ export interface ScriptPipe {
 /** The longest wait between two reconnection attempts. */
 const MAX_RECONNECT_DELAY_MS = 1000;
 
-// The script's name for EVALSHA.
-function sha1(text: string): string {
+/** A script's name for EVALSHA. */
+export function scriptSha(text: string): string {
   return createHash("sha1").update(text).digest("hex");
 }
 
@@ -108,7 +108,7 @@ class Pipe implements ScriptPipe {
     private readonly timeoutMs: number,
     private readonly clock: Clock,
   ) {
-    this.#sha = sha1(lua);
+    this.#sha = scriptSha(lua);
     this.#inFlight = new InFlight(
       clock,
       () => new PipeTimeout(`no answer from Redis within ${timeoutMs} ms`),

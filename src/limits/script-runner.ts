@@ -13,17 +13,12 @@ import { Cluster, type Redis } from "ioredis";
 import type { Clock } from "../clock.js";
 import type { RedisConnection } from "./redis-connection.js";
 import { ReplyError, type Reply } from "./resp.js";
-import { createScriptPipe, type PipeTarget, type ScriptPipe } from "./script-pipe.js";
+import { createScriptPipe, scriptSha, type PipeTarget, type ScriptPipe } from "./script-pipe.js";
 
 // The Cluster hash slot of a key (CRC16 of its hash tag), as ioredis computes it.
 const keySlot = createRequire(import.meta.url)("cluster-key-slot") as (key: string) => number;
 
-/** The name ioredis knows the script by on the connection. */
-const COMMAND = "gatehouseScript";
-
-interface ScriptClient {
-  [COMMAND](...args: ReadonlyArray<string | number>): Promise<Reply>;
-}
+type ScriptClient = Record<string, (...args: ReadonlyArray<string | number>) => Promise<Reply>>;
 
 /** One Lua script, run on a connection's servers. */
 export interface ScriptRunner {
@@ -57,18 +52,41 @@ function targetOf(redis: Redis, host: string | undefined): PipeTarget {
   };
 }
 
+/** The pipes of a runner: the one that carries calls for a key now, if any is ready. */
+interface Pipes {
+  pipeFor(key: string): ScriptPipe | undefined;
+  /** Closes every pipe and stops following the connection. */
+  close(): void;
+}
+
+// What the followed events pass: nothing, or the node that left a Cluster.
+type Listener = (node: Redis) => void;
+
+/** Adds `listeners` to `emitter`; the function returned removes them. */
+function follow(emitter: Redis | Cluster, listeners: Record<string, Listener>): () => void {
+  for (const [event, listener] of Object.entries(listeners)) emitter.on(event, listener);
+  return () => {
+    for (const [event, listener] of Object.entries(listeners)) emitter.off(event, listener);
+  };
+}
+
 /** One pipe that follows a single connection (a server, or the primary Sentinel names). */
-function followServer(redis: Redis, lua: string, timeoutMs: number, clock: Clock): ScriptPipe {
+function followServer(redis: Redis, lua: string, timeoutMs: number, clock: Clock): Pipes {
   const pipe = createScriptPipe(lua, timeoutMs, clock);
   const sentinel = redis.options.sentinels !== undefined && redis.options.sentinels !== null;
   const open = (): void => {
     // A Sentinel's primary is where ioredis's socket went; a server is where the config says.
     pipe.open(targetOf(redis, sentinel ? redis.stream.remoteAddress : undefined));
   };
-  redis.on("ready", open);
-  redis.on("close", () => pipe.close());
+  const stop = follow(redis, { ready: open, close: () => pipe.close() });
   if (redis.status === "ready") open();
-  return pipe;
+  return {
+    pipeFor: () => (pipe.ready ? pipe : undefined),
+    close() {
+      stop();
+      pipe.close();
+    },
+  };
 }
 
 const nodeKey = (redis: Redis): string => `${redis.options.host}:${redis.options.port}`;
@@ -77,7 +95,7 @@ const nodeKey = (redis: Redis): string => `${redis.options.host}:${redis.options
  * A pipe per Cluster primary: opened for every primary when the slot map is learned (or on first
  * use), closed when the node leaves the Cluster.
  */
-function followCluster(cluster: Cluster, lua: string, timeoutMs: number, clock: Clock) {
+function followCluster(cluster: Cluster, lua: string, timeoutMs: number, clock: Clock): Pipes {
   const pipes = new Map<string, ScriptPipe>();
   const closeNode = (key: string): void => {
     pipes.get(key)?.close();
@@ -100,18 +118,23 @@ function followCluster(cluster: Cluster, lua: string, timeoutMs: number, clock: 
   const openAll = (): void => {
     for (const node of cluster.nodes("master")) pipeTo(nodeKey(node));
   };
-  cluster.on("ready", openAll);
-  cluster.on("refresh", openAll);
-  cluster.on("-node", (node: Redis) => closeNode(nodeKey(node)));
-  cluster.on("close", closeAll);
+  const stop = follow(cluster, {
+    ready: openAll,
+    refresh: openAll,
+    "-node": (node: Redis) => closeNode(nodeKey(node)),
+    close: closeAll,
+  });
+  if (cluster.status === "ready") openAll();
   return {
-    /** The ready pipe to the primary of the key's slot, when there is one now. */
-    pipeFor(key: string): ScriptPipe | undefined {
+    pipeFor(key) {
       const primary = cluster.slots[keySlot(key)]?.[0];
       const pipe = primary === undefined ? undefined : pipeTo(primary);
       return pipe?.ready ? pipe : undefined;
     },
-    close: closeAll,
+    close() {
+      stop();
+      closeAll();
+    },
   };
 }
 
@@ -125,9 +148,12 @@ export function createScriptRunner(
   timeoutMs: number,
   clock: Clock,
 ): ScriptRunner {
-  if (!(COMMAND in client)) client.defineCommand(COMMAND, { lua });
+  // The name ioredis knows the script by on the connection, one per script.
+  const command = `gatehouse_${scriptSha(lua)}`;
+  if (!(command in client)) client.defineCommand(command, { lua });
+  const script = (client as unknown as ScriptClient)[command] as ScriptClient[string];
   const viaClient = (args: ReadonlyArray<string | number>): Promise<Reply> =>
-    (client as unknown as ScriptClient)[COMMAND](...args);
+    script.call(client, ...args);
   const retried = (args: ReadonlyArray<string | number>) => (error: unknown) => {
     // Redis answered with an error, so the script did not run: ioredis may run it.
     if (error instanceof ReplyError) return viaClient(args);
@@ -140,16 +166,12 @@ export function createScriptRunner(
     return pipe === undefined ? viaClient(args) : pipe.call(args).catch(retried(args));
   };
 
-  if (client instanceof Cluster) {
-    const cluster = followCluster(client, lua, timeoutMs, clock);
-    return {
-      run: (args) => through(cluster.pipeFor(String(args[1])), args),
-      close: cluster.close,
-    };
-  }
-  const pipe = followServer(client, lua, timeoutMs, clock);
+  const pipes =
+    client instanceof Cluster
+      ? followCluster(client, lua, timeoutMs, clock)
+      : followServer(client, lua, timeoutMs, clock);
   return {
-    run: (args) => through(pipe.ready ? pipe : undefined, args),
-    close: () => pipe.close(),
+    run: (args) => through(pipes.pipeFor(String(args[1])), args),
+    close: () => pipes.close(),
   };
 }

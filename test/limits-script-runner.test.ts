@@ -1,0 +1,99 @@
+// The script runner on a real redis-server: its pipe follows ioredis's connection, a runner that
+// was closed (a store retired by a reload) never opens its pipe again, and a call made while the
+// health check finds Redis stalled fails at once and is never sent.
+import { randomBytes } from "node:crypto";
+import { Redis } from "ioredis";
+import { pino } from "pino";
+import t, { type Test } from "tap";
+import { eventually } from "./helpers/client.js";
+import { scriptPipes, startTestRedis, type TestRedis } from "./helpers/redis.js";
+import { systemClock } from "../src/clock.js";
+import { createMetrics } from "../src/metrics.js";
+import { connectRedis, type RedisConnection } from "../src/limits/redis-connection.js";
+import { PIPE_CONNECTION_NAME } from "../src/limits/script-pipe.js";
+import { createScriptRunner } from "../src/limits/script-runner.js";
+
+// How long a test waits for what must happen; nothing asserts that it happened sooner.
+const WAIT_MS = 30_000;
+
+const ECHO = "return ARGV[1]";
+
+async function connected(t: Test): Promise<{ redis: TestRedis; connection: RedisConnection }> {
+  const redis = await startTestRedis();
+  t.teardown(() => redis.close());
+  const settings = {
+    topology: { kind: "server" as const, url: redis.url },
+    username: undefined,
+    password: undefined,
+    tls: undefined,
+    connectionKey: redis.url,
+    display: redis.url,
+    keyPrefix: `gh-${randomBytes(4).toString("hex")}:`,
+    timeoutMs: 10_000,
+    onOutage: "closed" as const,
+  };
+  const connection = connectRedis(settings, {
+    log: pino({ level: "silent" }),
+    metrics: createMetrics(),
+  });
+  t.teardown(() => connection.close());
+  t.ok(await eventually(async () => connection.healthy(), WAIT_MS), "connected");
+  return { redis, connection };
+}
+
+function admin(t: Test, redis: TestRedis): Redis {
+  const client = new Redis(redis.url);
+  t.teardown(() => client.disconnect());
+  return client;
+}
+
+// The named script connections on the server.
+async function named(client: Redis): Promise<number> {
+  const list = String(await client.call("CLIENT", "LIST"));
+  return list.split("\n").filter((line) => line.includes(` name=${PIPE_CONNECTION_NAME} `)).length;
+}
+
+t.test("a closed runner's pipe stays closed when ioredis reconnects", async (t) => {
+  const { redis, connection } = await connected(t);
+  const server = admin(t, redis);
+  const retired = createScriptRunner(connection, ECHO, 10_000, systemClock);
+  t.ok(
+    await eventually(async () => {
+      t.equal(await retired.run([0, "first"]), "first");
+      return scriptPipes(String(await server.call("CLIENT", "LIST"))).length === 1;
+    }, WAIT_MS),
+    "its calls go through its pipe",
+  );
+  retired.close();
+  const current = createScriptRunner(connection, ECHO, 10_000, systemClock);
+  t.teardown(() => current.close());
+  t.ok(await eventually(async () => (await named(server)) === 1, WAIT_MS), "the new one's pipe");
+  connection.client.disconnect(true);
+  t.ok(
+    await eventually(async () => {
+      t.equal(await current.run([0, "again"]).catch(() => "again"), "again");
+      return scriptPipes(String(await server.call("CLIENT", "LIST"))).length === 1;
+    }, WAIT_MS),
+    "after the reconnection, the new runner's pipe is back",
+  );
+  t.equal(await named(server), 1, "and the closed runner's is not");
+});
+
+t.test("a call while Redis is found stalled fails at once and is never sent", async (t) => {
+  const { redis, connection } = await connected(t);
+  const runner = createScriptRunner(connection, ECHO, 60_000, systemClock);
+  t.teardown(() => runner.close());
+  t.equal(await runner.run([0, "before"]), "before");
+  const server = admin(t, redis);
+  const calls = async () =>
+    Number(/cmdstat_evalsha:calls=(\d+)/.exec(await server.info("commandstats"))?.[1] ?? 0) +
+    Number(/cmdstat_eval:calls=(\d+)/.exec(await server.info("commandstats"))?.[1] ?? 0);
+  const sent = await calls();
+  redis.pause();
+  t.teardown(() => redis.resume());
+  t.ok(await eventually(async () => !connection.healthy(), WAIT_MS), "the health check sees it");
+  await t.rejects(runner.run([0, "during"]), /health check/, "failed without waiting");
+  redis.resume();
+  t.ok(await eventually(async () => connection.healthy(), WAIT_MS), "answering again");
+  t.equal(await calls(), sent, "the call made during the stall never reached Redis");
+});

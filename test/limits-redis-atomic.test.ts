@@ -10,7 +10,7 @@ import { pino } from "pino";
 import t, { type Test } from "tap";
 import { eventually } from "./helpers/client.js";
 import { configFor, startTestGatehouse, type TestGatehouse } from "./helpers/gatehouse.js";
-import { startTestRedis, type TestRedis } from "./helpers/redis.js";
+import { serverSettings, startTestRedis, type TestRedis } from "./helpers/redis.js";
 import { startUpstream } from "./helpers/upstream.js";
 import { createMetrics } from "../src/metrics.js";
 import { connectRedis } from "../src/limits/redis-connection.js";
@@ -141,17 +141,7 @@ t.test("what Redis counted is taken back in Redis or not at all", async (t) => {
   const redis = await withRedis(t);
   const log = pino({ level: "silent" });
   const metrics = createMetrics();
-  const settings = {
-    topology: { kind: "server" as const, url: redis.url },
-    username: undefined,
-    password: undefined,
-    tls: undefined,
-    connectionKey: redis.url,
-    display: redis.url,
-    keyPrefix: `gh-${randomBytes(4).toString("hex")}:`,
-    timeoutMs: 10_000,
-    onOutage: "local" as const,
-  };
+  const settings = serverSettings(redis.url, { onOutage: "local" });
   const connection = connectRedis(settings, { log, metrics });
   t.teardown(() => connection.close());
   const store = createRedisStore(connection, settings, metrics, Date.now, systemClock);

@@ -13,6 +13,7 @@ import { connectRedis } from "../src/limits/redis-connection.js";
 import { createMetrics } from "../src/metrics.js";
 import { refusingPort } from "./helpers/ports.js";
 import { makeCertificates } from "./helpers/redis-tls.js";
+import { serverSettings } from "./helpers/redis.js";
 
 t.test("a TLS fault then a reset on one socket is an outage, not a crash", async (t) => {
   const dir = await mkdtemp(join(tmpdir(), "gatehouse-tls-fault-"));
@@ -62,17 +63,10 @@ t.test("a TLS fault then a reset on one socket is an outage, not a crash", async
 
   const metrics = createMetrics();
   const connection = connectRedis(
-    {
-      topology: { kind: "server", url: `rediss://127.0.0.1:${relayPort}` },
-      username: undefined,
-      password: undefined,
+    serverSettings(`rediss://127.0.0.1:${relayPort}`, {
       tls: { ca: certs.ca, servername: undefined },
-      connectionKey: "tls-fault",
-      display: `rediss://127.0.0.1:${relayPort}`,
-      keyPrefix: "gatehouse-test:",
       timeoutMs: 1000,
-      onOutage: "closed",
-    },
+    }),
     { log: pino({ level: "silent" }), metrics },
   );
   t.teardown(async () => {

@@ -1,12 +1,11 @@
 // The script runner on a real redis-server: its pipe follows ioredis's connection, a runner that
 // was closed (a store retired by a reload) never opens its pipe again, and a call made while the
 // health check finds Redis stalled fails at once and is never sent.
-import { randomBytes } from "node:crypto";
 import { Redis } from "ioredis";
 import { pino } from "pino";
 import t, { type Test } from "tap";
 import { eventually } from "./helpers/client.js";
-import { scriptPipes, startTestRedis, type TestRedis } from "./helpers/redis.js";
+import { scriptPipes, serverSettings, startTestRedis, type TestRedis } from "./helpers/redis.js";
 import { systemClock } from "../src/clock.js";
 import { createMetrics } from "../src/metrics.js";
 import { connectRedis, type RedisConnection } from "../src/limits/redis-connection.js";
@@ -21,18 +20,7 @@ const ECHO = "return ARGV[1]";
 async function connected(t: Test): Promise<{ redis: TestRedis; connection: RedisConnection }> {
   const redis = await startTestRedis();
   t.teardown(() => redis.close());
-  const settings = {
-    topology: { kind: "server" as const, url: redis.url },
-    username: undefined,
-    password: undefined,
-    tls: undefined,
-    connectionKey: redis.url,
-    display: redis.url,
-    keyPrefix: `gh-${randomBytes(4).toString("hex")}:`,
-    timeoutMs: 10_000,
-    onOutage: "closed" as const,
-  };
-  const connection = connectRedis(settings, {
+  const connection = connectRedis(serverSettings(redis.url), {
     log: pino({ level: "silent" }),
     metrics: createMetrics(),
   });

@@ -5,6 +5,8 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { createConnection } from "node:net";
 import { refusingPort } from "./ports.js";
+import { randomBytes } from "node:crypto";
+import type { RedisSettings } from "../../src/limits/plans.js";
 import { PIPE_CONNECTION_NAME } from "../../src/limits/script-pipe.js";
 
 /** A private redis-server. */
@@ -110,4 +112,23 @@ export function scriptPipes(clientList: string): string[] {
     .filter(
       (line) => line.includes(` name=${PIPE_CONNECTION_NAME} `) && / cmd=evalsha /.test(line),
     );
+}
+
+/**
+ * The compiled settings of one plain server at `url`, with a key prefix of the test's own; `more`
+ * overrides any of them.
+ */
+export function serverSettings(url: string, more: Partial<RedisSettings> = {}): RedisSettings {
+  return {
+    topology: { kind: "server", url },
+    username: undefined,
+    password: undefined,
+    tls: undefined,
+    connectionKey: url,
+    display: url,
+    keyPrefix: `gh-${randomBytes(4).toString("hex")}:`,
+    timeoutMs: 10_000,
+    onOutage: "closed",
+    ...more,
+  };
 }

@@ -44,9 +44,8 @@ function nodeOptions(settings: RedisSettings): RedisOptions {
   return {
     commandTimeout: settings.timeoutMs,
     autoResendUnfulfilledCommands: false,
-    // The scripts of requests that arrive while one is in flight go together in one write, as
-    // envoyproxy/ratelimit's pipeline window does: a socket write per request cost more CPU than
-    // the script itself.
+    // Scripts that go through ioredis (while the script connection is not ready, or after an
+    // error answer) are written together too, as on the script connection itself.
     enableAutoPipelining: true,
     connectTimeout: Math.max(settings.timeoutMs, HEALTH_DEADLINE_MS),
     // A socket fault after ioredis reported one must not end the process (see redis-sockets.ts).

@@ -159,19 +159,18 @@ export function createScriptRunner(
     if (error instanceof ReplyError) return viaClient(args);
     throw error;
   };
-  // While the health check finds Redis stalled or down, a call fails at once (its request gets
-  // `on_outage`) instead of waiting on a connection that may stay open but silent.
-  const through = (pipe: ScriptPipe | undefined, args: ReadonlyArray<string | number>) => {
-    if (!healthy()) return Promise.reject(new Error("Redis does not answer its health check"));
-    return pipe === undefined ? viaClient(args) : pipe.call(args).catch(retried(args));
-  };
-
   const pipes =
     client instanceof Cluster
       ? followCluster(client, lua, timeoutMs, clock)
       : followServer(client, lua, timeoutMs, clock);
   return {
-    run: (args) => through(pipes.pipeFor(String(args[1])), args),
+    run(args) {
+      // While the health check finds Redis stalled or down, a call fails at once (its request
+      // gets `on_outage`) instead of waiting on a connection that may stay open but silent.
+      if (!healthy()) return Promise.reject(new Error("Redis does not answer its health check"));
+      const pipe = pipes.pipeFor(String(args[1]));
+      return pipe === undefined ? viaClient(args) : pipe.call(args).catch(retried(args));
+    },
     close: () => pipes.close(),
   };
 }

@@ -60,12 +60,29 @@ function nodeOptions(settings: RedisSettings): RedisOptions {
 
 const reconnectDelay = (attempt: number): number => Math.min(attempt * 100, MAX_RECONNECT_DELAY_MS);
 
+/**
+ * Connects ioredis to every primary as soon as the slot map names it. ioredis connects to a node
+ * on its first command and queues commands until then; the scripts usually travel through
+ * gatehouse's own connections, so that first command could come while the node is down and wait
+ * in the queue until it is back, counting long after its request was answered.
+ */
+function keepPrimariesConnected(cluster: Cluster): void {
+  const connectAll = (): void => {
+    if (cluster.status !== "ready") return;
+    for (const node of cluster.nodes("master")) {
+      if (node.status === "wait") node.connect().catch(() => undefined);
+    }
+  };
+  cluster.on("ready", connectAll);
+  cluster.on("refresh", connectAll);
+}
+
 /** The ioredis client for the topology of `settings`; it connects in the background. */
 function createClient(settings: RedisSettings): Redis | Cluster {
   const node = nodeOptions(settings);
   const where = settings.topology;
   if (where.kind === "cluster") {
-    return new Cluster([...where.nodes], {
+    const cluster = new Cluster([...where.nodes], {
       enableOfflineQueue: false,
       redisOptions: node,
       clusterRetryStrategy: reconnectDelay,
@@ -76,7 +93,13 @@ function createClient(settings: RedisSettings): Redis | Cluster {
       // A replica promoted by the Cluster, or a node added, is learned without waiting for an
       // error to reveal it.
       slotsRefreshInterval: SLOTS_REFRESH_MS,
+      // A command refused because its node is down or the Cluster is failing over is not tried
+      // again later: its request was answered (on_outage) by then, so it must not count after.
+      retryDelayOnFailover: 0,
+      retryDelayOnClusterDown: 0,
     });
+    keepPrimariesConnected(cluster);
+    return cluster;
   }
   const common = { ...node, enableOfflineQueue: false, retryStrategy: reconnectDelay };
   if (where.kind === "server") return new Redis(where.url, common);

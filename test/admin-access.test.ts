@@ -7,7 +7,12 @@
 import { randomBytes } from "node:crypto";
 import t from "tap";
 import { json, send } from "./helpers/client.js";
-import { configFor, startTestGatehouse, type TestGatehouse } from "./helpers/gatehouse.js";
+import {
+  anonymousOpenRoute,
+  configFor,
+  startTestGatehouse,
+  type TestGatehouse,
+} from "./helpers/gatehouse.js";
 import { clientsYaml } from "./helpers/tokens.js";
 import { startUpstream } from "./helpers/upstream.js";
 
@@ -19,13 +24,7 @@ const yaml = configFor(
   `${(await clientsYaml([{ id: "reporting-app", secret: "a-long-secret-for-the-access-tests" }])).replace("  - id: reporting-app\n", "  - id: reporting-app\n    plan: standard\n")}plans:
   standard:
     rate_limit: { limit: 5, window: 1h }
-  anonymous:
-    rate_limit: { limit: 5, window: 1h }
-routes:
-  - path: /open
-    methods: [GET]
-    auth: none
-`,
+${anonymousOpenRoute(5)}`,
 );
 
 const OPERATOR: ReadonlyArray<readonly [string, string]> = [

@@ -5,7 +5,7 @@
  */
 import t from "tap";
 import { json, send } from "./helpers/client.js";
-import { configFor, startTestGatehouse } from "./helpers/gatehouse.js";
+import { anonymousOpenRoute, configFor, startTestGatehouse } from "./helpers/gatehouse.js";
 import { rawRequest } from "./helpers/raw.js";
 import { startUpstream } from "./helpers/upstream.js";
 
@@ -17,13 +17,7 @@ const g = await startTestGatehouse(
     upstream.url,
     `admin_hosts: [gatehouse.internal]
 plans:
-  anonymous:
-    rate_limit: { limit: 5, window: 1h }
-routes:
-  - path: /open
-    methods: [GET]
-    auth: none
-`,
+${anonymousOpenRoute(5)}`,
   ),
 );
 t.teardown(() => g.close());

@@ -8,6 +8,10 @@ import { loadSnapshot } from "../src/config/snapshot.js";
 // (FILE:LINE:COL message), so a changed message or position is a visible change.
 const DIR = "test/fixtures/config";
 const expected: Record<string, string[]> = {
+  "admin-hosts-port.yaml": [
+    "5:5 admin_hosts[1]: must be a host name such as gatehouse.internal, without a scheme, port or path",
+    "6:5 admin_hosts[2]: must be a host name such as gatehouse.internal, without a scheme, port or path",
+  ],
   "alias-bomb.yaml": ["1:1 YAML: Excessive alias count indicates a resource exhaustion attack"],
   "bad-cidr.yaml": [
     "3:19 trusted_proxies[0]: must be an IP address or a CIDR block, such as 10.0.0.0/8 or fd00::/8",
@@ -63,7 +67,7 @@ const expected: Record<string, string[]> = {
   "plan-name-unicode.yaml": ["4:3 plans.tarifé: must be a plan name"],
   "plan-empty.yaml": ["4:10 plans.empty: needs rate_limit (or rate_limits), quota or both"],
   "proto-key.yaml": [
-    "3:1 __proto__: unknown key (allowed here: listen, admin_listen, admin_token_env, max_connections, trusted_proxies, upstream, tokens, clients, plans, routes, languages, limits, health, shutdown, logging)",
+    "3:1 __proto__: unknown key (allowed here: listen, admin_listen, admin_token_env, admin_hosts, max_connections, trusted_proxies, upstream, tokens, clients, plans, routes, languages, limits, health, shutdown, logging)",
   ],
   "quota-period.yaml": ["5:34 plans.standard.quota.period: must be hour, day or month"],
   "redis-ca-file-missing.yaml": [

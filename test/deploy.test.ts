@@ -111,6 +111,21 @@ t.test("every Secret the manifest reads is defined or made by a documented comma
   }
 });
 
+t.test("kubernetes: the admin token comes from a Secret that README's command makes", async (t) => {
+  const name = kubeConfig.admin_token_env;
+  t.not(name, "", "admin_token_env is set: every container of the pod shares its loopback");
+  const ref = (gatehouseContainer.env ?? []).find((v) => v.name === name)?.valueFrom
+    ?.secretKeyRef as { name: string; key: string } | undefined;
+  t.ok(ref, `${name} comes from a secretKeyRef`);
+  const readme = await readFile("README.md", "utf8");
+  const made = new RegExp(
+    `^kubectl create secret generic ${ref?.name} .*--from-literal=${ref?.key}=`,
+    "m",
+  );
+  t.match(readme, made, "README's kubectl line creates that key");
+  t.match(manifestText, new RegExp(`^# +${made.source.slice(1)}`, "m"), "so does the manifest's");
+});
+
 t.test(
   "the config is mounted where the image looks, the key where the config names it",
   async (t) => {
@@ -163,6 +178,21 @@ t.test(
   },
 );
 
+t.test("compose: the admin token comes from a git-ignored env file README makes", async (t) => {
+  const name = composeConfig.file.admin_token_env;
+  t.not(name, "", "admin_token_env is set: the admin listener is on every interface");
+  const [, service] = gatehouseServices[0] as [string, (typeof gatehouseServices)[0][1]];
+  t.notOk((service.environment as Json | undefined)?.[name], "not written in the compose file");
+  const envFiles = service.env_file as string[];
+  t.equal(envFiles.length, 1);
+  const envFile = join("deploy/compose", envFiles[0] as string);
+  t.equal(spawnSync("git", ["check-ignore", "-q", envFile]).status, 0, `${envFile} is ignored`);
+  const readme = await readFile("README.md", "utf8");
+  const line = readme.split("\n").find((l) => l.endsWith(`> ${envFile}`)) ?? "";
+  t.match(line, new RegExp(`${name}=`), "README's command writes the token into it");
+  t.match(line, /REPORTING_APP_SECRET=/, "and the client secret");
+});
+
 /**
  * `text` with the addresses of this machine: listeners on port 0, the test's upstream and Redis,
  * and the key file at `keyFile`; everything else as the example has it.
@@ -178,6 +208,7 @@ function localConfig(text: string, local: { upstream: string; redis?: string; ke
 }
 
 const CLIENT = { id: "reporting-app", secret: "deploy-test-client-secret-2b7c" };
+const ADMIN_TOKEN = "deploy-test-admin-token-5e81";
 
 async function startReplicas(
   t: Test,
@@ -194,7 +225,10 @@ async function startReplicas(
   await writeFile(config, localConfig(text, { upstream: upstream.url, redis, keyFile }));
   const replicas: CliProcess[] = [];
   for (let i = 0; i < count; i++) {
-    const replica = await startCli(["--config", config], { REPORTING_APP_SECRET: CLIENT.secret });
+    const replica = await startCli(["--config", config], {
+      REPORTING_APP_SECRET: CLIENT.secret,
+      GATEHOUSE_ADMIN_TOKEN: ADMIN_TOKEN,
+    });
     t.teardown(() => replica.stop("SIGTERM"));
     replicas.push(replica);
   }
@@ -233,4 +267,10 @@ t.test("kubernetes: the ConfigMap's config serves with the key the Secret mounts
   });
   t.equal(answer.status, 200);
   t.equal((await fetch(`${replica.url}${kubeConfig.health.readiness_path}`)).status, 200);
+  t.equal((await fetch(`${replica.adminUrl}/metrics`)).status, 200, "scraped without a token");
+  t.equal((await fetch(`${replica.adminUrl}/config`)).status, 401, "/config needs the token");
+  const withToken = await fetch(`${replica.adminUrl}/config`, {
+    headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+  });
+  t.equal(withToken.status, 200);
 });

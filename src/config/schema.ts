@@ -28,6 +28,7 @@ import {
   cidr,
   duration,
   headerName,
+  hostName,
   languageCode,
   listenAddress,
   ownPath,
@@ -96,7 +97,13 @@ export const FileSchema = z
       .regex(/^([A-Za-z_][A-Za-z0-9_]*)?$/, { error: "must be an environment variable name" })
       .default("")
       .describe(
-        "A variable holding the admin API's bearer token; every request but /metrics needs it.",
+        "A variable holding the admin token that /config and /limits need; /metrics and /version never do.",
+      ),
+    admin_hosts: z
+      .array(hostName)
+      .default([])
+      .describe(
+        "Names the admin listener answers to in Host, besides IP literals and localhost (any case, port ignored).",
       ),
     max_connections: positiveInt(
       "Open client connections on listen; at the cap the oldest idle one is closed for a new one.",

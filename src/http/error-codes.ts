@@ -16,6 +16,7 @@ export const ERROR_CODES = [
   "request_timeout",
   "payload_too_large",
   "uri_too_long",
+  "misdirected_request",
   "rate_limited",
   "quota_exceeded",
   "request_header_fields_too_large",

@@ -69,6 +69,9 @@ const expected: Record<string, string[]> = {
   "redis-ca-file-missing.yaml": [
     '8:16 limits.redis.tls.ca_file: cannot read "missing-ca.pem" (ENOENT)',
   ],
+  "redis-key-prefix-brace.yaml": [
+    '6:17 limits.redis.key_prefix: must not contain "{" or "}": Redis Cluster would take a brace for the hash tag that keeps all of a client\'s keys on one node',
+  ],
   "redis-mixed-tls.yaml": [
     "6:14 limits.redis.cluster: mixes redis:// and rediss://: TLS is used for every node or for none",
   ],

@@ -16,7 +16,6 @@ import {
 } from "./limits-schema.js";
 import {
   checkClientSecret,
-  checkDuplicateRoutes,
   checkLanguages,
   checkMethodsOnce,
   checkRoutePattern,
@@ -183,11 +182,7 @@ export const FileSchema = z
       .record(z.string().regex(/^[A-Za-z0-9_-]+$/, { error: "must be a plan name" }), PlanSchema)
       .default({})
       .describe('Named limit plans; "anonymous" applies to auth: none routes.'),
-    routes: z
-      .array(RouteSchema)
-      .superRefine(checkDuplicateRoutes)
-      .default([])
-      .describe("The allowlist; the first match wins."),
+    routes: z.array(RouteSchema).default([]).describe("The allowlist; the first match wins."),
     languages: z
       .strictObject({
         supported: z

@@ -15,6 +15,8 @@ export interface Metrics {
   readonly configHash: Gauge<"hash">;
   readonly tokensIssued: Counter<string>;
   readonly authFailures: Counter<"reason">;
+  /** Failed client authentications by listed client id (`unknown` for the rest). */
+  readonly tokenFailures: Counter<"client">;
   /** Requests over a limit, by refusal, plan and limit name (`quota` for the quota). */
   readonly limitRefusals: Counter<"refusal" | "dry_run" | "plan" | "limit">;
   /** Allowed requests that left 20% or less of a limit. */
@@ -68,6 +70,12 @@ export function createMetrics(): Metrics {
       name: "gatehouse_auth_failures_total",
       help: "Failed client authentications and refused bearer tokens, by reason.",
       labelNames: ["reason"],
+      registers: [registry],
+    }),
+    tokenFailures: new Counter({
+      name: "gatehouse_token_failures_total",
+      help: 'Failed client authentications at the token endpoint, by client id ("unknown": not listed).',
+      labelNames: ["client"],
       registers: [registry],
     }),
     limitRefusals: new Counter({

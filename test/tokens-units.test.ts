@@ -1,8 +1,10 @@
 /** Table-driven tests of the token helpers: secrets, request parsing, the verified-token cache. */
 import t from "tap";
 import type { TokenSettings } from "../src/tokens/settings.js";
-import { createFailureLimiter, failureKeyForClient } from "../src/limits/failures.js";
+import { createFailureLimiter } from "../src/limits/failures.js";
+import { createOutage } from "../src/limits/outage.js";
 import { createMemoryStore } from "../src/limits/memory-store.js";
+import { createMetrics } from "../src/metrics.js";
 import { issueToken } from "../src/tokens/issue.js";
 import { generateKeyPairFor, keyRing } from "../src/tokens/keys.js";
 import { memoized } from "../src/tokens/memo.js";
@@ -153,31 +155,30 @@ t.test("the verified-token cache: until exp plus the tolerance, bounded, oldest 
 });
 
 t.test(
-  "the failure limiter: peek counts nothing, attempts count, successes are refunded",
+  "the failure limiter: per address only; peek counts nothing, successes are refunded",
   async (t) => {
     const limiter = createFailureLimiter(
       createMemoryStore({ now: Date.now, sweepEveryMs: 0 }),
       { limit: 2, windowMs: 60_000, window: "1m" },
       Date.now,
+      createOutage({ kind: "memory" }, createMetrics()),
     );
-    const keys = { ip: "192.0.2.1", clientId: " App " };
-    t.equal(failureKeyForClient(keys.clientId), "app");
-    t.ok((await limiter.peek(keys.ip)).allowed);
-    const first = await limiter.attempt(keys);
+    const ip = "192.0.2.1";
+    t.ok((await limiter.peek(ip)).allowed);
+    const first = await limiter.attempt(ip);
     t.ok(first.allowed, "1st");
     await limiter.succeeded(first);
-    t.ok((await limiter.attempt(keys)).allowed, "1st failure");
-    t.ok((await limiter.attempt(keys)).allowed, "2nd failure");
-    t.notOk((await limiter.peek(keys.ip)).allowed, "the IP is at the limit");
-    const refused = await limiter.attempt({ ip: "192.0.2.2", clientId: "APP" });
-    t.notOk(refused.allowed, "the client id is over the limit from another IP");
+    t.ok((await limiter.attempt(ip)).allowed, "1st failure");
+    t.ok((await limiter.attempt(ip)).allowed, "2nd failure");
+    t.notOk((await limiter.peek(ip)).allowed, "the address is at the limit");
+    const refused = await limiter.attempt(ip);
+    t.notOk(refused.allowed, "the 3rd attempt is over it");
     t.ok(refused.retryAfterSeconds >= 1 && refused.retryAfterSeconds <= 60);
-    t.ok((await limiter.attempt({ ip: "192.0.2.3", clientId: undefined })).allowed, "IP only");
+    t.ok((await limiter.attempt("192.0.2.2")).allowed, "another address has its own count");
     await limiter.failed("192.0.2.4");
     t.ok((await limiter.peek("192.0.2.4")).allowed, "one refused bearer token: under the limit");
     await limiter.failed("192.0.2.4");
-    t.notOk((await limiter.peek("192.0.2.4")).allowed, "two: at the limit, the IP is refused");
-    t.ok((await limiter.attempt({ ip: "192.0.2.5", clientId: "app2" })).allowed, "not by id");
+    t.notOk((await limiter.peek("192.0.2.4")).allowed, "two: at the limit, the address is refused");
   },
 );
 

@@ -166,7 +166,7 @@ export const FileSchema = z
           .default([])
           .describe("Public key PEM files still accepted, for rotation."),
         failure_limit: RateLimitSchema.prefault({ limit: 10, window: "1m" }).describe(
-          "Failed client authentications per client IP and per client id; refused bearer tokens per client IP.",
+          "Failed client authentications and refused bearer tokens per client IP (never per client id).",
         ),
       })
       .superRefine(checkTokens)

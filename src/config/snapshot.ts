@@ -136,7 +136,7 @@ export async function buildSnapshot(
       graceMs: durationMs(file.shutdown.grace),
     },
     adminToken: adminToken(file.admin_token_env, options.env, problems),
-    warnings: configWarnings(file).map((warning) => locateProblem(parsed, warning)),
+    warnings: configWarnings(file, options.env).map((warning) => locateProblem(parsed, warning)),
   };
   if (problems.length > 0) {
     throw new ConfigError(

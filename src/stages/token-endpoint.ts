@@ -184,8 +184,8 @@ interface Endpoint {
   readonly bodyTimeout: Reply;
 }
 
-// The limiter store is the only part that may fail for reasons outside the request (Redis);
-// the brute-force guard then fails closed.
+// The limiter store is the only part that may fail for reasons outside the request (Redis); the
+// failure limiter throws only under \`on_outage: closed\` (under \`local\` and \`open\` it answers).
 async function limiterCall<T>(endpoint: Endpoint, call: Promise<T>): Promise<T> {
   try {
     return await call;
@@ -237,7 +237,8 @@ async function serveToken(
 ): Promise<Outcome> {
   const { settings, failures, services } = endpoint;
   const ip = ctx.client.address;
-  // Beyond the limit every attempt from the IP is refused, a malformed one too (RFC 6749 §2.3.1).
+  // Beyond the limit every attempt from the address is refused, a malformed one too
+  // (RFC 6749 §2.3.1); attempts are counted per address only, so naming a client locks no one out.
   const early = await limiterCall(endpoint, failures.peek(ip));
   if (!early.allowed) return fail(endpoint, "rate_limited", rateLimited(early));
   if (basic === "malformed") return fail(endpoint, "malformed_credentials", INVALID_CLIENT);
@@ -247,8 +248,7 @@ async function serveToken(
       ? fail(endpoint, "no_credentials", credentials)
       : credentials;
   }
-  const keys = { ip, clientId: credentials.id };
-  const decision = await limiterCall(endpoint, failures.attempt(keys));
+  const decision = await limiterCall(endpoint, failures.attempt(ip));
   if (!decision.allowed) {
     services.log.warn({ requestId: ctx.requestId, ip }, "client authentication failure limit");
     return fail(endpoint, "rate_limited", rateLimited(decision));
@@ -257,6 +257,11 @@ async function serveToken(
   // An unknown id is checked against the dummy so it costs what a wrong secret costs.
   const matches = await verifySecret(credentials.secret, record ?? settings.clients.dummy);
   if (record === undefined || !matches) {
+    // Per client id, so an operator sees a guessing campaign that no address's count shows;
+    // ids the config does not list share one label, so a guesser cannot grow the label set.
+    services.metrics.tokenFailures.inc({
+      client: record === undefined ? "unknown" : credentials.id,
+    });
     const reason = record === undefined ? "unknown_client" : "wrong_secret";
     return fail(endpoint, reason, INVALID_CLIENT);
   }

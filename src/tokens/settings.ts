@@ -46,10 +46,7 @@ export interface TokenSettings {
   readonly clockToleranceSeconds: number;
   readonly keys: KeyRing;
   readonly clients: ClientRegistry;
-  /**
-   * Failed client authentications allowed per window, per client IP and per client id; refused
-   * bearer tokens count per client IP.
-   */
+  /** Failed client authentications and refused bearer tokens allowed per window, per client IP. */
   readonly failureLimit: FailureRule;
   /** True when no key is configured and the process's generated key signs. */
   readonly ephemeralKey: boolean;

@@ -8,6 +8,9 @@ import { createMetrics } from "../src/metrics.js";
 import { issueToken } from "../src/tokens/issue.js";
 import { generateKeyPairFor, keyRing } from "../src/tokens/keys.js";
 import { memoized } from "../src/tokens/memo.js";
+import { createRememberedSecrets } from "../src/tokens/remembered.js";
+import { BUSY, createWorkBound } from "../src/tokens/work-bound.js";
+import { manualClock } from "./helpers/clock.js";
 import {
   parseBasicCredentials,
   parseTokenBody,
@@ -125,7 +128,12 @@ async function settings(): Promise<TokenSettings> {
     ttlSeconds: 60,
     clockToleranceSeconds: 5,
     keys: keyRing(await generateKeyPairFor("EdDSA"), []),
-    clients: { secrets: new Map(), dummy: dummyRecord() },
+    clients: {
+      secrets: new Map(),
+      dummy: dummyRecord(),
+      remembered: createRememberedSecrets(60_000),
+    },
+    verifyConcurrency: 1,
     failureLimit: { limit: 3, windowMs: 60_000, window: "1m" },
     ephemeralKey: true,
   };
@@ -197,4 +205,59 @@ t.test("memoized: one call per key, and a failed one is tried again", async (t) 
   fail = false;
   t.equal(await make("flaky"), "flaky!", "the next call makes it again");
   t.strictSame(calls, ["a", "b", "flaky", "flaky"]);
+});
+
+t.test("remembered secrets: only the one remembered, per client, until the ttl", async (t) => {
+  const memo = createRememberedSecrets(1000);
+  t.notOk(memo.knows("app", "s3cret", 0), "nothing before a success");
+  memo.remember("app", "s3cret", 0);
+  t.ok(memo.knows("app", "s3cret", 999), "within the ttl");
+  t.notOk(memo.knows("app", "s3cret ", 999), "another secret is not known");
+  t.notOk(memo.knows("other", "s3cret", 999), "nor the same secret for another client");
+  t.notOk(memo.knows("app", "s3cret", 1000), "the ttl since it was remembered has passed");
+  t.notOk(memo.knows("app", "s3cret", 1), "and it stays forgotten");
+  memo.remember("app", "s3cret", 5);
+  memo.remember("app", "n3w", 6);
+  t.notOk(memo.knows("app", "s3cret", 7), "one secret per client: the latest");
+  t.ok(memo.knows("app", "n3w", 7));
+});
+
+t.test("the work bound: at most `limit` at once, in order, BUSY after the wait", async (t) => {
+  const clock = manualClock();
+  let waiting = 0;
+  const bound = createWorkBound(1, 1000, clock, {
+    inc: () => void waiting++,
+    dec: () => void waiting--,
+  });
+  const started: string[] = [];
+  const gates = new Map<string, () => void>();
+  const job = (name: string) => () =>
+    new Promise<string>((done) => {
+      started.push(name);
+      gates.set(name, () => done(name));
+    });
+  const a = bound.run(job("a"));
+  const b = bound.run(job("b"));
+  const c = bound.run(job("c"));
+  await Promise.resolve();
+  t.strictSame(started, ["a"], "one at a time");
+  t.equal(waiting, 2);
+  gates.get("a")?.();
+  t.equal(await a, "a");
+  await new Promise(setImmediate);
+  t.strictSame(started, ["a", "b"], "the first waiter goes next");
+  t.equal(waiting, 1);
+  clock.advance(999);
+  t.equal(waiting, 1, "c still waits at 999 ms");
+  clock.advance(1);
+  t.equal(await c, BUSY, "and is given up at 1 s");
+  t.equal(waiting, 0);
+  t.strictSame(started, ["a", "b"], "c never ran");
+  gates.get("b")?.();
+  t.equal(await b, "b", "b was started before its wait ended");
+  const d = bound.run(job("d"));
+  await Promise.resolve();
+  t.strictSame(started, ["a", "b", "d"], "the turn is free again");
+  gates.get("d")?.();
+  t.equal(await d, "d");
 });

@@ -1,8 +1,9 @@
 /**
  * Successful secret verifications, remembered so that a client presenting its secret again costs
  * an HMAC instead of a scrypt derivation. What is kept is never the secret: an HMAC-SHA256 digest
- * of it under a random key made here, which never leaves the process's memory, so a memory dump
- * taken after the process ends, or a log, gives nothing to try offline. One digest per client id:
+ * of it under a random key made here, which is never written anywhere (logs, the state file,
+ * /metrics) and dies with the process, so a digest seen outside it cannot be tested against
+ * guesses. One digest per client id:
  * only a secret that matched the stored hash is remembered, and a client has one secret, so what
  * is kept is bounded by the configured clients whatever an attacker sends. An entry is forgotten
  * `ttlMs` after it was remembered; the whole memo belongs to one compiled client registry, so a

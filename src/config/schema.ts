@@ -171,8 +171,11 @@ export const FileSchema = z
           .array(z.string().min(1))
           .default([])
           .describe("Public key PEM files still accepted, for rotation."),
+        verify_concurrency: positiveInt(
+          "Client secret verifications (scrypt) run at once; default: the number of CPUs.",
+        ).optional(),
         failure_limit: RateLimitSchema.prefault({ limit: 10, window: "1m" }).describe(
-          "Failed client authentications per client IP and per client id; refused bearer tokens per client IP.",
+          "Failed client authentications and refused bearer tokens per client IP (never per client id).",
         ),
       })
       .superRefine(checkTokens)

@@ -139,7 +139,7 @@ export async function buildSnapshot(
     },
     adminToken: adminToken(file.admin_token_env, options.env, problems),
     adminHosts: file.admin_hosts.map((name) => name.toLowerCase()),
-    warnings: configWarnings(file).map((warning) => locateProblem(parsed, warning)),
+    warnings: configWarnings(file, options.env).map((warning) => locateProblem(parsed, warning)),
   };
   if (problems.length > 0) {
     throw new ConfigError(

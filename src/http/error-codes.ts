@@ -25,6 +25,7 @@ export const ERROR_CODES = [
   "bad_gateway",
   "not_ready",
   "limits_unavailable",
+  "temporarily_unavailable",
   "gateway_timeout",
   "http_version_not_supported",
 ] as const;

@@ -4,6 +4,7 @@
  * its config path, so it is reported at its line like a schema error.
  */
 import { readFile } from "node:fs/promises";
+import { availableParallelism } from "node:os";
 import { resolve } from "node:path";
 import { durationMs } from "../config/duration.js";
 import { unreadableFile, unsetVariable } from "../config/environment.js";
@@ -27,6 +28,7 @@ import {
   type PlainSecrets,
   type SecretRecord,
 } from "./secrets.js";
+import { createRememberedSecrets, type RememberedSecrets } from "./remembered.js";
 
 /** The clients allowed to obtain tokens. */
 export interface ClientRegistry {
@@ -34,6 +36,8 @@ export interface ClientRegistry {
   readonly secrets: ReadonlyMap<string, SecretRecord>;
   /** Checked for an unknown id, so it costs what a wrong secret costs. */
   readonly dummy: SecretRecord;
+  /** Secrets that matched before, forgotten with this registry (a reload starts afresh). */
+  readonly remembered: RememberedSecrets;
 }
 
 /** Everything the token endpoint and the bearer stage need, precomputed. */
@@ -46,10 +50,9 @@ export interface TokenSettings {
   readonly clockToleranceSeconds: number;
   readonly keys: KeyRing;
   readonly clients: ClientRegistry;
-  /**
-   * Failed client authentications allowed per window, per client IP and per client id; refused
-   * bearer tokens count per client IP.
-   */
+  /** Secret verifications (scrypt) run at once; `tokens.verify_concurrency`. */
+  readonly verifyConcurrency: number;
+  /** Failed client authentications and refused bearer tokens allowed per window, per client IP. */
   readonly failureLimit: FailureRule;
   /** True when no key is configured and the process's generated key signs. */
   readonly ephemeralKey: boolean;
@@ -152,6 +155,7 @@ async function previousKeys(
 
 async function clientRegistry(
   clients: FileConfig["clients"],
+  ttlMs: number,
   context: TokenBuildContext,
 ): Promise<ClientRegistry> {
   const entries = await Promise.all(
@@ -176,7 +180,12 @@ async function clientRegistry(
   const secrets = new Map(entries.filter((entry) => entry !== undefined));
   // The dummy costs what the configured secrets cost: hash-secret gives them all one cost.
   const first = secrets.values().next();
-  return { secrets, dummy: dummyRecord(first.done ? DEFAULT_SCRYPT : first.value.params) };
+  return {
+    secrets,
+    dummy: dummyRecord(first.done ? DEFAULT_SCRYPT : first.value.params),
+    // A verification is trusted without being repeated no longer than the token it earned lives.
+    remembered: createRememberedSecrets(ttlMs),
+  };
 }
 
 /** Compiles the token settings; problems go to `context.problems`. */
@@ -185,20 +194,22 @@ export async function compileTokens(
   context: TokenBuildContext,
 ): Promise<TokenSettings> {
   const { tokens } = file;
+  const ttlMs = durationMs(tokens.ttl);
   const [configured, previous, clients] = await Promise.all([
     currentKey(tokens.signing, context),
     previousKeys(tokens, context),
-    clientRegistry(file.clients, context),
+    clientRegistry(file.clients, ttlMs, context),
   ]);
   const current = configured ?? (await context.ephemeralKeys.get(tokens.signing.algorithm));
   return {
     path: tokens.path,
     issuer: tokens.issuer,
     audience: tokens.audience,
-    ttlSeconds: Math.ceil(durationMs(tokens.ttl) / 1000),
+    ttlSeconds: Math.ceil(ttlMs / 1000),
     clockToleranceSeconds: durationMs(tokens.clock_tolerance) / 1000,
     keys: keyRing(current, previous),
     clients,
+    verifyConcurrency: tokens.verify_concurrency ?? availableParallelism(),
     failureLimit: {
       limit: tokens.failure_limit.limit,
       windowMs: durationMs(tokens.failure_limit.window),

@@ -138,7 +138,8 @@ function yamlMessage(code: string, message: string): string {
 /**
  * Turns offsets in `text` into lines and columns. Lines end at LF (CRLF included), as the parser
  * counts them; a lone CR ends no line. Columns count characters as a reader does (code points,
- * not UTF-16 units): a key after an emoji is at the column an editor shows.
+ * not UTF-16 units, and no byte order mark): a key after an emoji is at the column an editor
+ * shows.
  */
 function positions(text: string): (offset: number) => Position {
   const lines = new LineCounter();
@@ -149,7 +150,7 @@ function positions(text: string): (offset: number) => Position {
     let characters = 0;
     for (let i = offset - (col - 1); i < offset; i++) {
       const code = text.charCodeAt(i);
-      if (code < 0xdc00 || code > 0xdfff) characters++;
+      if ((code < 0xdc00 || code > 0xdfff) && !(i === 0 && code === 0xfeff)) characters++;
     }
     return { line, col: characters + 1 };
   };

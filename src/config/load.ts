@@ -76,7 +76,7 @@ export async function readConfigText(path: string): Promise<string> {
   }
 }
 
-/** A problem found before it is placed: an offset in the text, or a path in the document. */
+/** A problem found at an offset in the text, before it is given a line and a column. */
 type Found = { readonly offset: number; readonly message: string };
 
 /**
@@ -104,11 +104,11 @@ export function parseConfigText(text: string, name: string, around?: Surrounding
     documents.set(parsed, doc);
     return parsed;
   }
-  const schemaProblems = result.success
+  const aboutData = result.success
     ? []
     : result.error.issues.flatMap((issue) => describeIssue(issue, doc));
   for (const { path, message } of around ? environmentProblems(data, around) : []) {
-    schemaProblems.push({
+    aboutData.push({
       path,
       offset: offsetOf(doc, path),
       message: `${where(path)}: ${message}`,
@@ -116,7 +116,7 @@ export function parseConfigText(text: string, name: string, around?: Surrounding
   }
   // Where the parser met an error, what it made of the text is a guess: the schema's verdict on
   // that guess would name lines the author did not get wrong.
-  for (const problem of schemaProblems) {
+  for (const problem of aboutData) {
     if (!broken.some((offset) => within(doc, problem.path, offset))) found.push(problem);
   }
   throw refused(name, text, found);

@@ -209,7 +209,10 @@ function localConfig(text: string, local: { upstream: string; redis?: string; ke
   return doc.toString();
 }
 
-const CLIENT = { id: "reporting-app", secret: "deploy-test-client-secret-2b7c" };
+const CLIENT = {
+  id: "reporting-app",
+  secret: "deploy-test-client-secret-2b7c4e9a1f0d3c6b8a7e5d2f",
+};
 const ADMIN_TOKEN = "deploy-test-admin-token-5e81";
 
 async function startReplicas(

@@ -4,23 +4,16 @@
  * reads and forwards W3C Trace Context and logs the ids; it exports nothing.
  */
 import { z } from "zod";
-import { problem, type Ctx } from "./cross-checks.js";
-import { absoluteUrl, noQuery } from "./schema-checks.js";
+import type { Ctx } from "./cross-checks.js";
+import { checkHttpUrl } from "./schema-checks.js";
 import { positiveDuration } from "./schema-fields.js";
 
 // A base URL as OTEL_EXPORTER_OTLP_ENDPOINT is one: http or https, without credentials (headers
 // such as an API key come from OTEL_EXPORTER_OTLP_HEADERS, never from the file).
 function checkEndpoint(value: string, ctx: Ctx): void {
-  if (value === "") return;
-  const url = absoluteUrl(value, ctx, "http://otel-collector:4318");
-  if (url === undefined) return;
-  if (url.protocol !== "http:" && url.protocol !== "https:") {
-    problem(ctx, [], `must use http or https, not ${url.protocol.slice(0, -1)}`);
+  if (value !== "") {
+    checkHttpUrl(value, ctx, "http://otel-collector:4318", "; use OTEL_EXPORTER_OTLP_HEADERS");
   }
-  if (url.username !== "" || url.password !== "") {
-    problem(ctx, [], "must not contain a user name or password; use OTEL_EXPORTER_OTLP_HEADERS");
-  }
-  noQuery(url, ctx);
 }
 
 /** The `tracing` section, with its defaults. */

@@ -12,6 +12,7 @@ import { measureToken } from "./token.js";
 import { markdownSection, type Section } from "./report.js";
 import { bearer, forward, full, language, type Pairing, type Skip } from "./scenarios.js";
 import type { Shared } from "./shared.js";
+import { prepareTracing } from "./tracing.js";
 import { prepareTrustedProxies } from "./trusted-proxies.js";
 
 /** Two targets measured in paired rounds; the candidate's CPU per request over the baseline's. */
@@ -82,6 +83,14 @@ export const SCENARIOS: readonly Entry[] = [
     goal: 1.1,
     versus: "bare",
     prepare: full,
+  },
+  {
+    kind: "side-by-side",
+    name: "tracing",
+    description: "the full request with every span exported over OTLP/HTTP",
+    goal: 1.25,
+    versus: "bare",
+    prepare: prepareTracing,
   },
   {
     kind: "side-by-side",

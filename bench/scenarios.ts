@@ -220,12 +220,24 @@ export async function language(shared: Shared): Promise<Pairing> {
   };
 }
 
-/** `full`: the protected route with a language and a token of the client whose plan counts it. */
+/**
+ * The `full` request: the protected route with a language and a token, from `gatehouse`, of the
+ * client whose plan counts it.
+ */
+export async function fullRequest(
+  gatehouse: Served,
+  secrets: Secrets,
+): Promise<{ path: string; headers: Record<string, string> }> {
+  const token = await fetchToken(gatehouse, LIMITED_CLIENT, secrets.limited);
+  return {
+    path: `${PROTECTED_PATH}?${LANGUAGE_QUERY}`,
+    headers: { ...LANGUAGE_HEADERS, ...authorization(token) },
+  };
+}
+
+/** `full`: the full request, through gatehouse and through the bare forwarder. */
 export async function full(shared: Shared): Promise<Pairing> {
   const [gatehouse] = await shared.gatehouses();
-  const token = await fetchToken(gatehouse, LIMITED_CLIENT, shared.secrets.limited);
-  return againstBare(shared, `${PROTECTED_PATH}?${LANGUAGE_QUERY}`, {
-    ...LANGUAGE_HEADERS,
-    ...authorization(token),
-  });
+  const { path, headers } = await fullRequest(gatehouse, shared.secrets);
+  return againstBare(shared, path, headers);
 }

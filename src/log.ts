@@ -151,6 +151,9 @@ export function createWarnOnce(log: Logger): (message: string, fields?: object) 
 /** One access-log line's fields; undefined ones are left out, as pino leaves them out. */
 export interface AccessFields {
   readonly requestId: string;
+  /** W3C Trace Context ids, 32 and 16 hex digits. */
+  readonly traceId: string;
+  readonly spanId: string;
   readonly method: string | undefined;
   readonly path: string;
   readonly route: string;
@@ -201,6 +204,8 @@ export function createAccessLog(log: Logger): AccessLog {
     write(f) {
       if (log.levelVal > info) return;
       let line = `{"level":"info"${isoTime()},"service":"gatehouse","requestId":${quoted(f.requestId)}`;
+      // Hex digits only (the trace-context stage makes or checks them): nothing to escape.
+      line += `,"traceId":"${f.traceId}","spanId":"${f.spanId}"`;
       if (f.method !== undefined) line += `,"method":${quoted(f.method)}`;
       line += `,"path":${quoted(f.path)},"route":${quoted(f.route)},"status":${f.status}`;
       line += `,"durationMs":${hundredths(f.durationMs)}`;

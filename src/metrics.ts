@@ -33,6 +33,8 @@ export interface Metrics {
   readonly limiterRoundTrips: Counter;
   /** Refusals answered from a replica's record of Redis's refusals, without asking Redis. */
   readonly limiterLocalBlocks: Counter;
+  /** Spans that could not be exported: the queue was full, or their export failed or timed out. */
+  readonly traceSpansDropped: Counter;
 }
 
 const STORE_UP = "gatehouse_limiter_store_up";
@@ -138,6 +140,11 @@ export function createMetrics(): Metrics {
     limiterLocalBlocks: new Counter({
       name: "gatehouse_limiter_local_blocks_total",
       help: "Refusals answered from this replica's record of Redis's refusals, without a Redis call.",
+      registers: [registry],
+    }),
+    traceSpansDropped: new Counter({
+      name: "gatehouse_trace_spans_dropped_total",
+      help: "Spans not exported: the queue was full, or their export failed or timed out.",
       registers: [registry],
     }),
   };

@@ -13,6 +13,8 @@ import { createPlainSecrets } from "./tokens/secrets.js";
 import { listenOn } from "./http/listen.js";
 import { clientDeadlines, createPublicServer, type ClientTimeouts } from "./http/public-server.js";
 import { createRequestIds } from "./http/request-ids.js";
+import { createTraceIds, type TraceIds } from "./http/trace-context.js";
+import { createSpanExports } from "./tracing/exporters.js";
 import { createAdmin } from "./admin/server.js";
 import { systemClock, type Clock } from "./clock.js";
 import { createLogger } from "./log.js";
@@ -40,6 +42,8 @@ export interface StartOptions {
   /** Overrides the monotonic clock and its timers (tests move time instead of waiting). */
   readonly clock?: Clock;
   readonly newId?: () => string;
+  /** Overrides the random trace and span ids. */
+  readonly traceIds?: TraceIds;
   /** Overrides `listen` and `admin_listen` (tests use port 0). */
   readonly listen?: { readonly host: string; readonly port: number };
   readonly adminListen?: { readonly host: string; readonly port: number };
@@ -83,6 +87,7 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
     now: options.now ?? Date.now,
     clock: options.clock ?? systemClock,
     newId: options.newId ?? createRequestIds(),
+    traceIds: options.traceIds ?? createTraceIds(),
     lifecycle,
   };
 
@@ -90,10 +95,15 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
     services,
     forwarders: createForwarderPool(services),
     limiterStores: await openLimiterStores(services, first.limits.stateFile),
+    spanExports: createSpanExports(metrics.traceSpansDropped, services.now),
     tokenBodyMs: deadlines.tokenBodyMs,
   };
   const store = await openConfigStore(first, source, parts);
-  const entry = createEntry(() => store.current.stages, services);
+  const entry = createEntry(
+    () => store.current.stages,
+    services,
+    () => store.current.spans,
+  );
   const server = createPublicServer(entry.handle, {
     headersMs: deadlines.headersMs,
     maxConnections: () => store.current.config.file.max_connections,
@@ -108,6 +118,7 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
     // Nothing is served: let go of what was opened, so the caller's process can end.
     server.close();
     await parts.limiterStores.release(undefined);
+    await parts.spanExports.close();
     throw error;
   }
   if (options.watch !== false) store.watch();

@@ -18,6 +18,8 @@ import { manualClock } from "./helpers/clock.js";
 // pino's shape, whatever the values hold.
 const fields = {
   requestId: "abc-1",
+  traceId: "4bf92f3577b34da6a3ce929d0e0e4736",
+  spanId: "00f067aa0ba902b7",
   method: "GET",
   path: "/v1/items",
   route: "/v1/items",

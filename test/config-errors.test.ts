@@ -50,6 +50,14 @@ const expected: Record<string, string[]> = {
     "5:12 languages.default: must be one of the supported languages (en, fr)",
   ],
   "limit-zero.yaml": ["5:26 plans.standard.rate_limit.limit: must be at least 1"],
+  "tracing.yaml": [
+    "4:18 tracing.otlp_endpoint: must use http or https, not grpc",
+    "5:17 tracing.sample_ratio: must be a number from 0 to 1",
+  ],
+  "tracing-endpoint-credentials.yaml": [
+    "4:18 tracing.otlp_endpoint: must not contain a user name or password; use OTEL_EXPORTER_OTLP_HEADERS",
+    "4:18 tracing.otlp_endpoint: must not contain a query or a fragment",
+  ],
   "many-errors.yaml": [
     '4:3 upstream.timout: unknown key; did you mean "timeout"? (allowed here: url, timeout, max_sockets, idle_timeout, identity_header, forward_authorization)',
     "5:9 listen: must be HOST:PORT with a port from 0 to 65535, such as 0.0.0.0:8080 or [::]:8080",
@@ -67,7 +75,7 @@ const expected: Record<string, string[]> = {
   "plan-name-unicode.yaml": ["4:3 plans.tarifé: must be a plan name"],
   "plan-empty.yaml": ["4:10 plans.empty: needs rate_limit (or rate_limits), quota or both"],
   "proto-key.yaml": [
-    "3:1 __proto__: unknown key (allowed here: listen, admin_listen, admin_token_env, admin_hosts, max_connections, trusted_proxies, upstream, tokens, clients, plans, routes, languages, limits, health, shutdown, logging)",
+    "3:1 __proto__: unknown key (allowed here: listen, admin_listen, admin_token_env, admin_hosts, max_connections, trusted_proxies, upstream, tokens, clients, plans, routes, languages, limits, health, shutdown, logging, tracing)",
   ],
   "quota-period.yaml": ["5:34 plans.standard.quota.period: must be hour, day or month"],
   "redis-ca-file-missing.yaml": [

@@ -50,17 +50,25 @@ export function noQuery(url: URL, ctx: Ctx): void {
   }
 }
 
-/** The upstream URL: absolute, http or https, with no user info, query or fragment. */
-export function checkUpstreamUrl(value: string, ctx: Ctx): void {
-  const url = absoluteUrl(value, ctx, "http://127.0.0.1:3000");
+/**
+ * An absolute http or https URL with no user info, query or fragment; `credentials` says what to
+ * use instead of a user name or password.
+ */
+export function checkHttpUrl(value: string, ctx: Ctx, example: string, credentials = ""): void {
+  const url = absoluteUrl(value, ctx, example);
   if (url === undefined) return;
   if (url.protocol !== "http:" && url.protocol !== "https:") {
     problem(ctx, [], `must use http or https, not ${url.protocol.slice(0, -1)}`);
   }
   if (url.username !== "" || url.password !== "") {
-    problem(ctx, [], "must not contain a user name or password");
+    problem(ctx, [], `must not contain a user name or password${credentials}`);
   }
   noQuery(url, ctx);
+}
+
+/** The upstream URL: absolute, http or https, with no user info, query or fragment. */
+export function checkUpstreamUrl(value: string, ctx: Ctx): void {
+  checkHttpUrl(value, ctx, "http://127.0.0.1:3000");
 }
 
 /** Why a literal path (no wildcards) is unusable, or undefined when it is fine. */

@@ -23,6 +23,7 @@ import {
   checkUpstreamUrl,
   oneRateForm,
 } from "./schema-checks.js";
+import { TracingSchema } from "./tracing-schema.js";
 import {
   cidr,
   duration,
@@ -244,6 +245,7 @@ export const FileSchema = z
           .describe("The log level."),
       })
       .prefault({}),
+    tracing: TracingSchema.prefault({}),
   })
   // Always: a reference between sections is worth reporting whatever else is wrong.
   .superRefine(crossChecks, { when: () => true });

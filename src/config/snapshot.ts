@@ -27,6 +27,7 @@ import { createPlainSecrets, type PlainSecrets } from "../tokens/secrets.js";
 import { compileTokens, type TokenSettings } from "../tokens/settings.js";
 import { configWarnings } from "./warnings.js";
 import { compileRedis } from "./redis.js";
+import { tracesUrl, type TracingSettings } from "../tracing/settings.js";
 
 /** A listening address. */
 export interface HostPort {
@@ -58,6 +59,7 @@ export interface Snapshot {
   readonly tokens: TokenSettings;
   readonly health: { readonly liveness: string; readonly readiness: string };
   readonly shutdown: { readonly delayMs: number; readonly graceMs: number };
+  readonly tracing: TracingSettings;
   /** The admin API's bearer token, from `admin_token_env`; undefined when none is set. */
   readonly adminToken: string | undefined;
   /** `admin_hosts`, lower-cased: host names compare without regard to case (RFC 4343). */
@@ -136,6 +138,12 @@ export async function buildSnapshot(
     shutdown: {
       delayMs: durationMs(file.shutdown.delay),
       graceMs: durationMs(file.shutdown.grace),
+    },
+    tracing: {
+      tracesUrl: tracesUrl(file.tracing.otlp_endpoint),
+      serviceName: file.tracing.service_name,
+      sampleRatio: file.tracing.sample_ratio,
+      timeoutMs: durationMs(file.tracing.timeout),
     },
     adminToken: adminToken(file.admin_token_env, options.env, problems),
     adminHosts: file.admin_hosts.map((name) => name.toLowerCase()),

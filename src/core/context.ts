@@ -27,6 +27,16 @@ export interface RequestContext {
   /** The clock's monotonic milliseconds at arrival. */
   readonly startedAt: number;
   requestId: string;
+  /** W3C Trace Context: the request's trace, 32 hex digits (set by the trace-context stage). */
+  traceId: string;
+  /** gatehouse's own span for this request, 16 hex digits: the parent-id the upstream receives. */
+  spanId: string;
+  /** The caller's span, when an inbound traceparent was continued. */
+  parentSpanId: string | undefined;
+  /** The sampling decision, forwarded in the traceparent's flags. */
+  sampled: boolean;
+  /** The inbound tracestate, forwarded unchanged with a continued trace. */
+  tracestate: string | undefined;
   /** Who sent the request (set by the client stage, before anything reads it). */
   client: ClientFacts;
   /** The canonical path (set by the canonical-path stage). */

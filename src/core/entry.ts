@@ -10,6 +10,7 @@ import type { Metrics } from "../metrics.js";
 import type { RequestContext, Stage } from "./context.js";
 import { runPipeline } from "./runner.js";
 import type { Services } from "./services.js";
+import type { SpanRecorder } from "./spans.js";
 
 const CONTEXT = Symbol("gatehouse.context");
 type TrackedResponse = ServerResponse & { [CONTEXT]?: RequestContext };
@@ -26,8 +27,15 @@ export interface Entry {
   idle(): Promise<void>;
 }
 
-/** Creates the entry; `stages` gives the stages of the config in force. */
-export function createEntry(stages: () => readonly Stage[], services: Services): Entry {
+/**
+ * Creates the entry; `stages` gives the stages of the config in force, `spans` its span recorder
+ * (undefined while tracing exports nothing).
+ */
+export function createEntry(
+  stages: () => readonly Stage[],
+  services: Services,
+  spans: () => SpanRecorder | undefined = () => undefined,
+): Entry {
   const { metrics, clock } = services;
   const access = createAccessLog(services.log);
   let inFlight = 0;
@@ -35,7 +43,13 @@ export function createEntry(stages: () => readonly Stage[], services: Services):
   // One listener for every response, finding its request's context on the response.
   function onResponseClose(this: ServerResponse): void {
     inFlight--;
-    accessLog((this as TrackedResponse)[CONTEXT] as RequestContext, access, metrics, clock);
+    accessLog(
+      (this as TrackedResponse)[CONTEXT] as RequestContext,
+      access,
+      metrics,
+      clock,
+      spans(),
+    );
     if (inFlight === 0) drained?.();
   }
   const handle = (req: IncomingMessage, res: ServerResponse): void => {
@@ -44,6 +58,11 @@ export function createEntry(stages: () => readonly Stage[], services: Services):
       res,
       startedAt: services.clock.monotonic(),
       requestId: "",
+      traceId: "",
+      spanId: "",
+      parentSpanId: undefined,
+      sampled: false,
+      tracestate: undefined,
       client: UNKNOWN_CLIENT,
       path: "",
       query: null,
@@ -67,7 +86,13 @@ export function createEntry(stages: () => readonly Stage[], services: Services):
   };
 }
 
-function accessLog(ctx: RequestContext, log: AccessLog, metrics: Metrics, clock: Clock): void {
+function accessLog(
+  ctx: RequestContext,
+  log: AccessLog,
+  metrics: Metrics,
+  clock: Clock,
+  spans: SpanRecorder | undefined,
+): void {
   const { res } = ctx;
   const status = res.writableFinished ? res.statusCode : 499;
   const durationMs = clock.monotonic() - ctx.startedAt;
@@ -75,6 +100,8 @@ function accessLog(ctx: RequestContext, log: AccessLog, metrics: Metrics, clock:
   metrics.requests.request(route, status, ctx.decision, durationMs / 1000);
   log.write({
     requestId: ctx.requestId,
+    traceId: ctx.traceId,
+    spanId: ctx.spanId,
     method: ctx.req.method,
     path: ctx.path,
     route,
@@ -84,4 +111,5 @@ function accessLog(ctx: RequestContext, log: AccessLog, metrics: Metrics, clock:
     clientId: ctx.clientId,
     decision: ctx.decision,
   });
+  spans?.record(ctx, status, durationMs);
 }

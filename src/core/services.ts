@@ -2,6 +2,7 @@
 import type { Logger } from "pino";
 import type { Clock } from "../clock.js";
 import type { Metrics } from "../metrics.js";
+import type { TraceIds } from "../http/trace-context.js";
 
 /** The process's serving state, read by the readiness stage and the response writers. */
 export interface Lifecycle {
@@ -21,5 +22,7 @@ export interface Services {
   readonly clock: Clock;
   /** A new request id. */
   readonly newId: () => string;
+  /** New trace and span ids (W3C Trace Context). */
+  readonly traceIds: TraceIds;
   readonly lifecycle: Lifecycle;
 }

@@ -72,6 +72,8 @@ async function drain(lifecycle: DrainingLifecycle, parts: ShutdownParts): Promis
   parts.forwarders.retireAll();
   // After the drain, so the requests that finished during it are counted in the file.
   await parts.limiterStores.close(store.current.config.limits.stateFile);
+  // After the drain too, so the spans of the last requests are sent.
+  await parts.spanExports.close();
   log.info("stopped");
 }
 

@@ -13,6 +13,8 @@ import { createWarnOnce } from "../log.js";
 import { buildStages } from "../stages/index.js";
 import type { Forwarder } from "../upstream/forwarder.js";
 import type { ForwarderPool } from "../upstream/forwarders.js";
+import type { SpanExports } from "../tracing/exporters.js";
+import type { SpanExport } from "../tracing/span-export.js";
 
 /** What one config snapshot runs with. */
 export interface Runtime {
@@ -20,6 +22,8 @@ export interface Runtime {
   readonly stages: readonly Stage[];
   readonly forwarder: Forwarder;
   readonly limiterStore: CounterStore;
+  /** Where its requests' spans go; undefined while tracing exports nothing. */
+  readonly spans: SpanExport | undefined;
 }
 
 /** Where the config is read from, and what every snapshot is built with. */
@@ -33,6 +37,7 @@ export interface RuntimeParts {
   readonly services: Services;
   readonly forwarders: ForwarderPool;
   readonly limiterStores: LimiterStores;
+  readonly spanExports: SpanExports;
   /** Milliseconds a token request's body may take to arrive (the slow-client deadline). */
   readonly tokenBodyMs: number;
 }
@@ -41,7 +46,7 @@ export interface RuntimeParts {
 export async function openConfigStore(
   first: Snapshot,
   source: ConfigSource,
-  { services, forwarders, limiterStores, tokenBodyMs }: RuntimeParts,
+  { services, forwarders, limiterStores, spanExports, tokenBodyMs }: RuntimeParts,
 ): Promise<ConfigStore<Runtime>> {
   const { log, metrics } = services;
   const warn = createWarnOnce(log);
@@ -54,10 +59,12 @@ export async function openConfigStore(
     for (const { line, col, message } of config.warnings) warn(message, { line, col });
     const forwarder = forwarders.forwarderFor(config.upstream);
     const limiterStore = await limiterStores.storeFor(config.limits.store);
+    const spans = await spanExports.recorderFor(config.tracing);
     return {
       config,
       forwarder,
       limiterStore,
+      spans,
       stages: buildStages(config, { services, forwarder, limiterStore, tokenBodyMs }),
     };
   };
@@ -70,6 +77,7 @@ export async function openConfigStore(
     onSwap(previous, next) {
       forwarders.replace(previous.forwarder, next.forwarder);
       void limiterStores.release(next.config.limits.store);
+      spanExports.replace(previous.spans, next.spans);
       log.level = next.config.file.logging.level;
     },
   });

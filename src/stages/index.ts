@@ -16,6 +16,7 @@ import { createLimitsStage } from "./limits.js";
 import { createRequestIdStage } from "./request-id.js";
 import { createRouteStage } from "./route.js";
 import { createTokenEndpointStage } from "./token-endpoint.js";
+import { createTraceContextStage } from "./trace-context.js";
 import type { CounterStore } from "../limits/counters.js";
 import type { Forwarder } from "../upstream/forwarder.js";
 import type { Stage } from "../core/context.js";
@@ -44,6 +45,8 @@ export function buildStages(config: Snapshot, deps: PipelineDeps): readonly Stag
   return Object.freeze([
     // First, so that every answer (a 400 too) carries X-Request-Id.
     createRequestIdStage(services.newId),
+    // Second, for the same reason: every answer's log line (and span) carries the trace ids.
+    createTraceContextStage(config.tracing.sampleRatio, services.traceIds),
     // Framing checks (two Host lines) come before anything reads the request.
     createFramingStage(),
     // Who sent it, from the peer and the hops trusted proxies vouch for, once for every stage.

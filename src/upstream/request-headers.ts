@@ -2,6 +2,7 @@
 import type { UpstreamSettings } from "./settings.js";
 import type { RequestContext } from "../core/context.js";
 import { endToEnd, REQUEST_HOP_BY_HOP } from "./hop-by-hop.js";
+import { formatTraceParent } from "../http/trace-context.js";
 
 // RFC 7239 §8 and Envoy's use_remote_address: a client's own forwarding claims are believed only
 // from a trusted proxy.
@@ -20,7 +21,16 @@ export function createUpstreamHeaders(upstream: UpstreamSettings): (ctx: Request
   // The request id and the language are always gatehouse's own (the language stage runs on every
   // forwarded request), so they are added after the client's fields rather than overwritten in
   // place: every request then has its own fields in one order, whatever the client sent.
-  const own = [...REQUEST_HOP_BY_HOP, upstream.identityHeader, "x-request-id", "accept-language"];
+  // So are the trace context fields: the upstream's parent is gatehouse's span, and a tracestate
+  // goes on only with the trace it belongs to.
+  const own = [
+    ...REQUEST_HOP_BY_HOP,
+    upstream.identityHeader,
+    "x-request-id",
+    "accept-language",
+    "traceparent",
+    "tracestate",
+  ];
   if (!upstream.forwardAuthorization) own.push("authorization");
   const fromProxy = new Set(own);
   // The upstream's own authority, as nginx's proxy_pass sends it; the client's goes in
@@ -51,6 +61,8 @@ export function createUpstreamHeaders(upstream: UpstreamSettings): (ctx: Request
     // RFC 9110 §7.6.3: an intermediary adds itself to Via.
     headers.via = headers.via === undefined ? "1.1 gatehouse" : `${headers.via}, 1.1 gatehouse`;
     headers["x-request-id"] = ctx.requestId;
+    headers.traceparent = formatTraceParent(ctx.traceId, ctx.spanId, ctx.sampled);
+    if (ctx.tracestate !== undefined) headers.tracestate = ctx.tracestate;
     if (ctx.clientId !== undefined) headers[upstream.identityHeader] = ctx.clientId;
     // Replaces whatever the client sent: exactly one flag (RFC 9110 §12.5.4).
     if (ctx.language !== undefined) headers["accept-language"] = ctx.language;

@@ -34,6 +34,7 @@ export const OPTIONS = {
   address: { type: "boolean" },
   admin: { type: "string" },
   json: { type: "boolean" },
+  out: { type: "string", short: "o" },
 } as const;
 
 const CONFIG_HELP = `--config FILE, -c FILE  the configuration file (default: $GATEHOUSE_CONFIG, else ./proxy.config.yaml)`;
@@ -70,12 +71,16 @@ export const COMMANDS: readonly Command[] = [
   },
   {
     name: "keygen",
-    usage: "keygen [--alg EdDSA|ES256]",
-    summary: "print a new PKCS#8 PEM signing key",
-    help: "For tokens.signing.key_file: gatehouse keygen > keys/signing.pem (HS256 uses a secret in\nsecret_env instead).\n--alg EdDSA|ES256  the key's algorithm (default EdDSA)",
-    options: ["alg"],
+    usage: "keygen [--alg EdDSA|ES256] [--out FILE]",
+    summary: "write a new PKCS#8 PEM signing key to FILE (mode 0600), or print it",
+    help: "For tokens.signing.key_file: gatehouse keygen --out keys/signing.pem (HS256 uses a secret in\nsecret_env instead).\n--alg EdDSA|ES256      the key's algorithm (default EdDSA)\n--out FILE, -o FILE   write the key to FILE, readable by its owner only; an existing FILE is\n                      never overwritten. Without --out the key is printed on stdout.",
+    options: ["alg", "out"],
     maxArgs: 0,
-    run: async ({ values }) => (await import("./keys.js")).keygen(String(values.alg ?? "EdDSA")),
+    run: async ({ values }) =>
+      (await import("./keys.js")).keygen(
+        String(values.alg ?? "EdDSA"),
+        typeof values.out === "string" ? values.out : undefined,
+      ),
   },
   {
     name: "pubkey",

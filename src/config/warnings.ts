@@ -23,7 +23,7 @@ export function configWarnings(file: FileConfig): ConfigWarning[] {
     warnings.push({
       path: ["limits", "store"],
       message:
-        "is redis but tokens.signing has neither key_file nor secret_env: each replica signs with a key of its own, so replicas will not accept each other's tokens (give them one key: gatehouse keygen > keys/signing.pem)",
+        "is redis but tokens.signing has neither key_file nor secret_env: each replica signs with a key of its own, so replicas will not accept each other's tokens (give them one key: gatehouse keygen --out keys/signing.pem)",
     });
   }
   return warnings;

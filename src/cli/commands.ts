@@ -8,6 +8,8 @@ export interface CommandInput {
   readonly values: Readonly<Record<string, string | boolean | undefined>>;
   readonly positionals: readonly string[];
   readonly env: NodeJS.ProcessEnv;
+  /** The command's usage and help, printed after a usage error. */
+  readonly help: string;
 }
 
 /** One command. */
@@ -153,8 +155,11 @@ export function help(name: string | undefined): number {
     process.stderr.write(`gatehouse: no command ${JSON.stringify(name)}\n${usage()}`);
     return 2;
   }
-  process.stdout.write(
-    `usage: gatehouse ${command.usage}\n\n${command.summary}.\n${command.help}\n`,
-  );
+  process.stdout.write(commandHelp(command));
   return 0;
+}
+
+/** The usage line, summary and help of `command`. */
+export function commandHelp(command: Command): string {
+  return `usage: gatehouse ${command.usage}\n\n${command.summary}.\n${command.help}\n`;
 }

@@ -37,6 +37,7 @@ export const OPTIONS = {
   admin: { type: "string" },
   json: { type: "boolean" },
   out: { type: "string", short: "o" },
+  "no-env": { type: "boolean" },
 } as const;
 
 const CONFIG_HELP = `--config FILE, -c FILE  the configuration file (default: $GATEHOUSE_CONFIG, else ./proxy.config.yaml)`;
@@ -54,13 +55,13 @@ export const COMMANDS: readonly Command[] = [
   },
   {
     name: "check",
-    usage: "check [--config FILE]",
+    usage: "check [--config FILE] [--no-env]",
     summary: "validate the file; print every problem as FILE:LINE:COL message",
-    help: `Exits 1 when the file has an error; warnings (FILE:LINE:COL warning: ...) leave it at 0.\n${CONFIG_HELP}`,
-    options: ["config"],
+    help: `Exits 1 when the file has an error; warnings (FILE:LINE:COL warning: ...) leave it at 0.\n${CONFIG_HELP}\n--no-env                check the file away from its deployment (in CI): unset variables and\n                        missing key files are not reported; every other problem is`,
+    options: ["config", "no-env"],
     maxArgs: 0,
     run: async ({ values, env }) =>
-      (await import("./serve.js")).check(configPath(values, env), env),
+      (await import("./serve.js")).check(configPath(values, env), env, values["no-env"] === true),
   },
   {
     name: "hash-secret",

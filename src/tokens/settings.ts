@@ -3,10 +3,8 @@
  * read and imported, secrets resolved from the environment, hashes parsed. A problem is pushed with
  * its config path, so it is reported at its line like a schema error.
  */
-import { readFile } from "node:fs/promises";
-import { resolve } from "node:path";
 import { durationMs } from "../config/duration.js";
-import { unreadableFile, unsetVariable } from "../config/environment.js";
+import { readPem, unsetVariable } from "../config/environment.js";
 import type { FileConfig } from "../config/schema.js";
 import type { BuildProblem } from "../config/problem.js";
 import {
@@ -72,21 +70,6 @@ export interface TokenBuildContext {
   readonly problems: BuildProblem[];
 }
 
-/** Reads a PEM file named in the config, relative to `baseDir`; a failure is pushed at `path`. */
-export async function readPem(
-  baseDir: string,
-  file: string,
-  path: readonly PropertyKey[],
-  problems: BuildProblem[],
-): Promise<string | undefined> {
-  try {
-    return await readFile(resolve(baseDir, file), "utf8");
-  } catch (error) {
-    problems.push({ path, message: unreadableFile(file, error) });
-    return undefined;
-  }
-}
-
 async function currentKey(
   signing: FileConfig["tokens"]["signing"],
   context: TokenBuildContext,
@@ -95,9 +78,9 @@ async function currentKey(
   if (algorithm === "HS256") {
     if (signing.secret_env === undefined) return undefined;
     const path = ["tokens", "signing", "secret_env"];
-    const unset = unsetVariable(context.env, signing.secret_env);
+    const unset = unsetVariable(context.env, signing.secret_env, path);
     if (unset !== undefined) {
-      context.problems.push({ path, message: unset });
+      context.problems.push(unset);
       return undefined;
     }
     const secret = new Uint8Array(Buffer.from(context.env[signing.secret_env] as string, "utf8"));
@@ -165,9 +148,9 @@ async function clientRegistry(
         return [client.id, record];
       }
       const name = client.secret_env as string;
-      const unset = unsetVariable(context.env, name);
+      const unset = unsetVariable(context.env, name, ["clients", index, "secret_env"]);
       if (unset !== undefined) {
-        context.problems.push({ path: ["clients", index, "secret_env"], message: unset });
+        context.problems.push(unset);
         return undefined;
       }
       return [client.id, await context.plainSecrets.record(context.env[name] as string)];

@@ -49,6 +49,25 @@ function signingAlgorithm(key: KeyObject): string | undefined {
   return undefined;
 }
 
+// Node's names of key types, as a sentence says them: "an RSA key", "an EC key on secp384r1".
+const KEY_KINDS: Record<string, string> = {
+  rsa: "an RSA key",
+  "rsa-pss": "an RSA-PSS key",
+  dsa: "a DSA key",
+  dh: "a Diffie-Hellman key",
+  ec: "an EC key",
+  ed448: "an Ed448 key",
+  x25519: "an X25519 key",
+  x448: "an X448 key",
+};
+
+function keyKind(key: KeyObject): string {
+  const type = key.asymmetricKeyType ?? "";
+  const kind = KEY_KINDS[type] ?? `a key of type ${type}`;
+  const curve = key.asymmetricKeyDetails?.namedCurve;
+  return curve === undefined ? kind : `${kind} on ${curve}`;
+}
+
 /** Prints the SPKI PEM public key of the private key in `file` (stdin without one). */
 export async function pubkey(file: string | undefined): Promise<number> {
   const source = file ?? "stdin";
@@ -71,7 +90,7 @@ export async function pubkey(file: string | undefined): Promise<number> {
   }
   if (signingAlgorithm(key) === undefined) {
     process.stderr.write(
-      `gatehouse: ${source} is a ${key.asymmetricKeyType ?? "symmetric"} key; gatehouse signs with Ed25519 (EdDSA) or P-256 (ES256) keys\n`,
+      `gatehouse: ${source} is ${keyKind(key)}; gatehouse signs with Ed25519 (EdDSA) or P-256 (ES256) keys\n`,
     );
     return 1;
   }

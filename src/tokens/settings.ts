@@ -87,7 +87,7 @@ async function currentKey(
     if (secret.length < MIN_HS256_BYTES) {
       context.problems.push({
         path,
-        message: `${signing.secret_env} holds ${secret.length} bytes; HS256 needs at least ${MIN_HS256_BYTES}`,
+        message: `${signing.secret_env} holds ${secret.length} byte${secret.length === 1 ? "" : "s"}; HS256 needs at least ${MIN_HS256_BYTES}`,
       });
       return undefined;
     }

@@ -48,6 +48,7 @@ export function createEntry(stages: () => readonly Stage[], services: Services):
       path: "",
       query: null,
       route: undefined,
+      own: undefined,
       clientId: undefined,
       language: undefined,
       responseHeaders: {},
@@ -71,7 +72,7 @@ function accessLog(ctx: RequestContext, log: AccessLog, metrics: Metrics, clock:
   const { res } = ctx;
   const status = res.writableFinished ? res.statusCode : 499;
   const durationMs = clock.monotonic() - ctx.startedAt;
-  const route = ctx.route?.pattern ?? "-";
+  const route = ctx.route?.pattern ?? ctx.own ?? "-";
   metrics.requests.request(route, status, ctx.decision, durationMs / 1000);
   log.write({
     requestId: ctx.requestId,

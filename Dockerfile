@@ -1,5 +1,5 @@
-# gatehouse: the reverse-proxy sidecar. Build: docker build -t gatehouse .
-# Run: docker run -v "$PWD/config:/etc/gatehouse:ro" -p 8080:8080 gatehouse
+# gatehouse: the reverse-proxy sidecar. Build: docker build -t gatehouse:local .
+# Run: docker run -v "$PWD/config:/etc/gatehouse:ro" -p 8080:8080 gatehouse:local
 # The base image is pinned to one Node release, so a rebuild runs what was tested; change it here.
 FROM node:24.21.0-slim AS build
 WORKDIR /app

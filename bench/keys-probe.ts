@@ -48,7 +48,8 @@ function measureOnce(subjects: readonly string[]) {
   for (const subject of subjects) store.commit(subject, SLOTS, 1, false, now);
   const cpu = cpuUs() - cpuBefore;
   const held = heapUsed() - before;
-  if (store.size() !== subjects.length) throw new Error(`${store.size()} counters tracked`);
+  const { counters } = store.footprint();
+  if (counters !== subjects.length) throw new Error(`${counters} counters tracked`);
   now += WINDOW_MS + 1;
   store.sweep(now);
   const after = heapUsed() - before;

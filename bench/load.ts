@@ -40,11 +40,21 @@ interface AutocannonJson {
   timeouts: number;
 }
 
-/** Sends GET `url` with `headers` for the configured time and returns autocannon's figures. */
+/** A request other than a GET without a body. */
+export interface LoadRequest {
+  readonly method: string;
+  readonly body: string;
+}
+
+/**
+ * Sends `request` (GET by default) to `url` with `headers` for the configured time and returns
+ * autocannon's figures.
+ */
 export function runLoad(
   url: string,
   headers: Readonly<Record<string, string>>,
   options: LoadOptions,
+  request?: LoadRequest,
 ): Promise<LoadResult> {
   const args = [
     AUTOCANNON,
@@ -57,6 +67,7 @@ export function runLoad(
   ];
   if (options.rate !== undefined) args.push("--overallRate", String(options.rate));
   for (const [name, value] of Object.entries(headers)) args.push("--headers", `${name}=${value}`);
+  if (request !== undefined) args.push("--method", request.method, "--body", request.body);
   args.push(url);
   return new Promise((resolve, reject) => {
     const [command, commandArgs] = pinned(options.cores, process.execPath, args);

@@ -8,6 +8,7 @@ import { measureBigConfig } from "./big-config.js";
 import { measureFootprint } from "./footprint.js";
 import { measureKeys } from "./keys.js";
 import { prepareRedis } from "./redis.js";
+import { measureToken } from "./token.js";
 import { markdownSection, type Section } from "./report.js";
 import { bearer, forward, full, language, type Pairing, type Skip } from "./scenarios.js";
 import type { Shared } from "./shared.js";
@@ -97,6 +98,12 @@ export const SCENARIOS: readonly Entry[] = [
     goal: 1.15,
     versus: "bare",
     prepare: async (shared) => prepareRedis(await shared.context(), await shared.bares()),
+  },
+  {
+    kind: "standalone",
+    name: "token",
+    description: "the token endpoint, a client asking again with its right secret",
+    measure: measureToken,
   },
   {
     kind: "standalone",

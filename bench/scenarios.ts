@@ -56,10 +56,12 @@ export interface Skipped extends Skip {
 
 const OPEN_PATH = "/v1/status";
 const PROTECTED_PATH = "/v1/items";
-const TOKEN_PATH = "/oauth/token";
+/** The shared gatehouse processes' token endpoint. */
+export const TOKEN_PATH = "/oauth/token";
 const LANGUAGE_QUERY = "translation_language=FR,de";
 const LANGUAGE_HEADERS = { "accept-language": "fr-CA,fr;q=0.9,en;q=0.5" };
-const BEARER_CLIENT = "bench-bearer";
+/** The client without a plan; its secret is `Secrets.bearer`. */
+export const BEARER_CLIENT = "bench-bearer";
 const LIMITED_CLIENT = "bench-limited";
 // High enough that no run is ever refused: the full scenario measures counting, not refusing.
 const NEVER_REACHED = 1_000_000_000_000;

@@ -15,6 +15,12 @@ export interface Metrics {
   readonly configHash: Gauge<"hash">;
   readonly tokensIssued: Counter<string>;
   readonly authFailures: Counter<"reason">;
+  /** Failed client authentications by listed client id (`unknown` for the rest). */
+  readonly tokenFailures: Counter<"client">;
+  /** Client secret checks: scrypt ran (match, mismatch), or did not (remembered, busy). */
+  readonly secretVerifications: Counter<"result">;
+  /** Secret verifications waiting for a turn within `tokens.verify_concurrency`. */
+  readonly secretVerificationsWaiting: Gauge;
   /** Requests over a limit, by refusal, plan and limit name (`quota` for the quota). */
   readonly limitRefusals: Counter<"refusal" | "dry_run" | "plan" | "limit">;
   /** Allowed requests that left 20% or less of a limit. */
@@ -36,6 +42,31 @@ export function showLimiterStoreUp(metrics: Metrics, shown: boolean): void {
   const registered = metrics.registry.getSingleMetric(STORE_UP) !== undefined;
   if (shown && !registered) metrics.registry.registerMetric(metrics.limiterStoreUp);
   if (!shown && registered) metrics.registry.removeSingleMetric(STORE_UP);
+}
+
+/** The token endpoint's client authentication metrics (README, Tokens). */
+function clientAuthMetrics(
+  registry: Registry,
+): Pick<Metrics, "tokenFailures" | "secretVerifications" | "secretVerificationsWaiting"> {
+  return {
+    tokenFailures: new Counter({
+      name: "gatehouse_token_failures_total",
+      help: 'Failed client authentications at the token endpoint, by client id ("unknown": not listed).',
+      labelNames: ["client"],
+      registers: [registry],
+    }),
+    secretVerifications: new Counter({
+      name: "gatehouse_secret_verifications_total",
+      help: "Client secret checks: match and mismatch ran scrypt; remembered was a secret that matched before; busy waited 1 s for a turn and got 503.",
+      labelNames: ["result"],
+      registers: [registry],
+    }),
+    secretVerificationsWaiting: new Gauge({
+      name: "gatehouse_secret_verifications_waiting",
+      help: "Client secret verifications waiting for a turn (tokens.verify_concurrency run at once).",
+      registers: [registry],
+    }),
+  };
 }
 
 /** Creates the metrics in a new registry. */
@@ -70,6 +101,7 @@ export function createMetrics(): Metrics {
       labelNames: ["reason"],
       registers: [registry],
     }),
+    ...clientAuthMetrics(registry),
     limitRefusals: new Counter({
       name: "gatehouse_limit_refusals_total",
       help: "Requests over a limit, by refusal, plan and limit; dry_run=true ones were let through.",

@@ -178,10 +178,13 @@ t.test("the admin token: refused without it, allowed with it; /metrics needs non
   t.equal(allowed.code, 0, "with $GATEHOUSE_ADMIN_TOKEN it resets");
 });
 
-t.test("a non-loopback admin listener without a token refuses DELETE", async (t) => {
+t.test("a non-loopback admin listener without a token refuses reads and resets", async (t) => {
   const g = await startTestGatehouse(await config(), { adminListen: { host: "0.0.0.0", port: 0 } });
   t.teardown(() => g.close());
-  t.equal((await call(g, "/limits/clients/reporting-app")).status, 200, "reads are allowed");
+  t.match(await call(g, "/limits/clients/reporting-app"), {
+    status: 403,
+    body: { error: "admin_token_required" },
+  });
   t.match(await call(g, "/limits/clients/reporting-app", "DELETE"), {
     status: 403,
     body: { error: "admin_token_required" },

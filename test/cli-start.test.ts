@@ -1,8 +1,9 @@
-/** `npx gatehouse` and `npm start`, run as a user of a clone runs them. */
+/** The command README gives for a clone, and `npm start`, run as a user of a clone runs them. */
 import { spawn, spawnSync } from "node:child_process";
+import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { mkdtemp, readFile, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import t from "tap";
 import { startUpstream } from "./helpers/upstream.js";
 
@@ -18,14 +19,39 @@ function gatehouse(args: string[], input = "", env: NodeJS.ProcessEnv = {}) {
   });
 }
 
-// npm itself takes seconds to start on a loaded machine, and this file starts it three times.
+// npm itself takes seconds to start on a loaded machine, and this file starts it twice.
 t.setTimeout(240_000);
 const dir = await mkdtemp(join(tmpdir(), "gatehouse-cli-start-"));
 
-t.test("npx gatehouse runs the built command from the repository", async (t) => {
-  const result = spawnSync("npx", ["--offline", "gatehouse", "version"], { encoding: "utf8" });
+t.test("the command README gives for a clone runs this clone's build", async (t) => {
+  const readme = await readFile("README.md", "utf8");
+  const command = /^- From a clone, after `npm ci && npm run build`: `(.+) check`/m.exec(
+    readme,
+  )?.[1];
+  t.equal(command, `node ${CLI}`);
+  // Through a shell, as typed, with this test's Node first on the PATH.
+  const result = spawnSync("sh", ["-c", `${command} version`], {
+    encoding: "utf8",
+    env: { ...process.env, PATH: `${dirname(process.execPath)}:${process.env.PATH}` },
+  });
   t.equal(result.status, 0, result.stderr);
   t.equal(result.stdout, `${version}\n`);
+});
+
+// npx may run a stale cache entry instead of the clone's build, and outside the clone it fetches
+// an unrelated package that holds the name.
+t.test("README, docs/ and deploy/ never send users to npx gatehouse", async (t) => {
+  const files = [
+    "README.md",
+    ...["docs", "deploy"]
+      .filter((dir) => existsSync(dir))
+      .flatMap((dir) =>
+        readdirSync(dir, { recursive: true, encoding: "utf8" }).map((name) => join(dir, name)),
+      )
+      .filter((path) => statSync(path).isFile()),
+  ];
+  t.ok(files.includes("deploy/kubernetes.yaml"), "the examples are read");
+  for (const path of files) t.notMatch(readFileSync(path, "utf8"), /npx +gatehouse/, path);
 });
 
 // `npm start` runs what package.json's start script says, without its build step here (another

@@ -8,6 +8,10 @@ import { loadSnapshot } from "../src/config/snapshot.js";
 // (FILE:LINE:COL message), so a changed message or position is a visible change.
 const DIR = "test/fixtures/config";
 const expected: Record<string, string[]> = {
+  "admin-hosts-port.yaml": [
+    "5:5 admin_hosts[1]: must be a host name such as gatehouse.internal, without a scheme, port or path",
+    "6:5 admin_hosts[2]: must be a host name such as gatehouse.internal, without a scheme, port or path",
+  ],
   "alias-bomb.yaml": ["1:1 YAML: Excessive alias count indicates a resource exhaustion attack"],
   "bad-cidr.yaml": [
     "3:19 trusted_proxies[0]: must be an IP address or a CIDR block, such as 10.0.0.0/8 or fd00::/8",
@@ -34,7 +38,7 @@ const expected: Record<string, string[]> = {
     '6:15 tokens.signing.key_file: cannot read "./missing-signing.pem" (ENOENT)',
     "9:17 clients[0].secret_env: names REPORTING_SECRET_NOT_SET, which is not set",
     "10:11 clients[0].plan: names no plan; known plans: standard",
-    "17:11 routes[0].cost: is 6, above the limit of 5 set at plans.standard.rate_limit.limit: every request to this route would be refused",
+    '18:11 routes[0].cost: is 6, above client "reporting"\'s rate limit "default" (5 per 1s): its requests to this route can never be served',
   ],
   "hs256-key-file.yaml": [
     "6:15 tokens.signing.key_file: is for EdDSA and ES256; HS256 uses secret_env",
@@ -63,11 +67,14 @@ const expected: Record<string, string[]> = {
   "plan-name-unicode.yaml": ["4:3 plans.tarifé: must be a plan name"],
   "plan-empty.yaml": ["4:10 plans.empty: needs rate_limit (or rate_limits), quota or both"],
   "proto-key.yaml": [
-    "3:1 __proto__: unknown key (allowed here: listen, admin_listen, admin_token_env, max_connections, trusted_proxies, upstream, tokens, clients, plans, routes, languages, limits, health, shutdown, logging)",
+    "3:1 __proto__: unknown key (allowed here: listen, admin_listen, admin_token_env, admin_hosts, max_connections, trusted_proxies, upstream, tokens, clients, plans, routes, languages, limits, health, shutdown, logging)",
   ],
   "quota-period.yaml": ["5:34 plans.standard.quota.period: must be hour, day or month"],
   "redis-ca-file-missing.yaml": [
     '8:16 limits.redis.tls.ca_file: cannot read "missing-ca.pem" (ENOENT)',
+  ],
+  "redis-key-prefix-brace.yaml": [
+    '6:17 limits.redis.key_prefix: must not contain "{" or "}": Redis Cluster would take a brace for the hash tag that keeps all of a client\'s keys on one node',
   ],
   "redis-mixed-tls.yaml": [
     "6:14 limits.redis.cluster: mixes redis:// and rediss://: TLS is used for every node or for none",
@@ -96,10 +103,16 @@ const expected: Record<string, string[]> = {
     "5:20 routes[0].methods[1]: must be one of GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS",
   ],
   "route-cost-above-limit.yaml": [
-    "16:11 routes[1].cost: is 10, above the limit of 5 set at clients[0].rate_limit.limit: every request to this route would be refused",
+    '16:11 routes[1].cost: is 10, above client "reporting"\'s rate limit "default" (5 per 1s): its requests to this route can never be served',
   ],
   "route-cost-anonymous.yaml": [
-    "16:11 routes[1].cost: is 4, above the limit of 3 set at plans.anonymous.quota.limit: every request to this route would be refused",
+    "16:11 routes[1].cost: is 4, above the anonymous plan's quota (3 per hour): its requests to this route can never be served",
+  ],
+  "route-cost-anonymous-rate.yaml": [
+    '12:11 routes[0].cost: is 3, above the anonymous plan\'s rate limit "burst" (2 per 1s): its requests to this route can never be served',
+  ],
+  "route-cost-default-plan.yaml": [
+    '17:11 routes[0].cost: is 3, above client "reporting"\'s quota (2 per day): its requests to this route can never be served',
   ],
   "route-dot-segment.yaml": ['4:11 routes[0].path: must not contain "." or ".." segments'],
   "route-duplicate.yaml": [
@@ -164,9 +177,13 @@ t.test(
     const parsed = parseConfigText(
       `upstream:
   url: http://127.0.0.1:3000
+clients:
+  - id: app
+    secret_env: APP_SECRET
+    plan: yearly
 plans:
   yearly:
-    rate_limit: { limit: 5, window: 366d }
+    rate_limit: { limit: 3, window: 366d }
   anonymous:
     quota: { limit: 3, period: day }
 routes:
@@ -187,3 +204,55 @@ routes:
     );
   },
 );
+
+// Only the limits in force count a route: an `auth: none` route is counted by the anonymous plan,
+// a bearer route by each client's plan with the client's own limits in place of the plan's.
+const servable: Record<string, string> = {
+  "an anonymous quota of 1 beside a bearer route costing 2": `plans:
+  anonymous:
+    quota: { limit: 1, period: day }
+routes:
+  - path: /v1/status
+    methods: [GET]
+    auth: none
+  - path: /v1/items
+    methods: [PUT]
+    cost: 2
+`,
+  "a plan no client holds, with a small limit": `clients:
+  - id: app
+    secret_env: APP_SECRET
+    plan: large
+plans:
+  trial:
+    rate_limit: { limit: 1, window: 1s }
+  large:
+    rate_limit: { limit: 50, window: 1s }
+routes:
+  - path: /v1/items
+    methods: [PUT]
+    cost: 2
+`,
+  "a client on a small plan whose own rate limits replace the plan's": `clients:
+  - id: app
+    secret_env: APP_SECRET
+    plan: small
+    rate_limit: { limit: 10, window: 1s }
+plans:
+  small:
+    rate_limits:
+      burst: { limit: 1, window: 1s }
+      sustained: { limit: 5, window: 1m }
+    quota: { limit: 1000, period: day }
+routes:
+  - path: /v1/items
+    methods: [PUT]
+    cost: 2
+`,
+};
+for (const [name, body] of Object.entries(servable)) {
+  t.test(`accepted: ${name}`, async (t) => {
+    const parsed = parseConfigText(`upstream:\n  url: http://127.0.0.1:3000\n${body}`, "ok.yaml");
+    t.equal(parsed.file.routes.at(-1)?.cost, 2);
+  });
+}

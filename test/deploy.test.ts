@@ -6,16 +6,18 @@
  */
 import { spawnSync } from "node:child_process";
 import { readFile, mkdtemp, writeFile } from "node:fs/promises";
-import { statSync } from "node:fs";
+import { readFileSync, readdirSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join, resolve } from "node:path";
+import { basename, dirname, join, resolve } from "node:path";
 import t, { type Test } from "tap";
 import { parse, parseAllDocuments, parseDocument } from "yaml";
 import { durationMs } from "../src/config/duration.js";
 import { parseConfigText } from "../src/config/load.js";
 import { generateKeyPem } from "../src/tokens/keys.js";
 import { startCli, type CliProcess } from "./helpers/cli.js";
-import { startTestRedis } from "./helpers/redis.js";
+import { refusingPort } from "./helpers/ports.js";
+import { answers, launchRedis, serverArgs, startTestRedis, stopProcess } from "./helpers/redis.js";
+import { redisCli } from "./helpers/redis-topologies.js";
 import { obtainToken } from "./helpers/tokens.js";
 import { startUpstream } from "./helpers/upstream.js";
 
@@ -111,6 +113,21 @@ t.test("every Secret the manifest reads is defined or made by a documented comma
   }
 });
 
+t.test("kubernetes: the admin token comes from a Secret that README's command makes", async (t) => {
+  const name = kubeConfig.admin_token_env;
+  t.not(name, "", "admin_token_env is set: every container of the pod shares its loopback");
+  const ref = (gatehouseContainer.env ?? []).find((v) => v.name === name)?.valueFrom
+    ?.secretKeyRef as { name: string; key: string } | undefined;
+  t.ok(ref, `${name} comes from a secretKeyRef`);
+  const readme = await readFile("README.md", "utf8");
+  const made = new RegExp(
+    `^kubectl create secret generic ${ref?.name} .*--from-literal=${ref?.key}=`,
+    "m",
+  );
+  t.match(readme, made, "README's kubectl line creates that key");
+  t.match(manifestText, new RegExp(`^# +${made.source.slice(1)}`, "m"), "so does the manifest's");
+});
+
 t.test(
   "the config is mounted where the image looks, the key where the config names it",
   async (t) => {
@@ -187,6 +204,21 @@ t.test("each example's config passes gatehouse check --no-env", async (t) => {
   }
 });
 
+t.test("compose: the admin token comes from a git-ignored env file README makes", async (t) => {
+  const name = composeConfig.file.admin_token_env;
+  t.not(name, "", "admin_token_env is set: the admin listener is on every interface");
+  const [, service] = gatehouseServices[0] as [string, (typeof gatehouseServices)[0][1]];
+  t.notOk((service.environment as Json | undefined)?.[name], "not written in the compose file");
+  const envFiles = service.env_file as string[];
+  t.equal(envFiles.length, 1);
+  const envFile = join("deploy/compose", envFiles[0] as string);
+  t.equal(spawnSync("git", ["check-ignore", "-q", envFile]).status, 0, `${envFile} is ignored`);
+  const readme = await readFile("README.md", "utf8");
+  const line = readme.split("\n").find((l) => l.endsWith(`> ${envFile}`)) ?? "";
+  t.match(line, new RegExp(`${name}=`), "README's command writes the token into it");
+  t.match(line, /REPORTING_APP_SECRET=/, "and the client secret");
+});
+
 /**
  * `text` with the addresses of this machine: listeners on port 0, the test's upstream and Redis,
  * and the key file at `keyFile`; everything else as the example has it.
@@ -201,13 +233,15 @@ function localConfig(text: string, local: { upstream: string; redis?: string; ke
   return doc.toString();
 }
 
-const CLIENT = { id: "reporting-app", secret: "deploy-test-client-secret-2b7c" };
+const CLIENT = { id: "reporting-app", secret: "deploy-test-client-secret-2b7c-9f41" };
+const ADMIN_TOKEN = "deploy-test-admin-token-5e81";
 
 async function startReplicas(
   t: Test,
   text: string,
   count: number,
   redis?: string,
+  env: NodeJS.ProcessEnv = {},
 ): Promise<CliProcess[]> {
   const upstream = await startUpstream();
   t.teardown(() => upstream.close());
@@ -218,7 +252,11 @@ async function startReplicas(
   await writeFile(config, localConfig(text, { upstream: upstream.url, redis, keyFile }));
   const replicas: CliProcess[] = [];
   for (let i = 0; i < count; i++) {
-    const replica = await startCli(["--config", config], { REPORTING_APP_SECRET: CLIENT.secret });
+    const replica = await startCli(["--config", config], {
+      REPORTING_APP_SECRET: CLIENT.secret,
+      GATEHOUSE_ADMIN_TOKEN: ADMIN_TOKEN,
+      ...env,
+    });
     t.teardown(() => replica.stop("SIGTERM"));
     replicas.push(replica);
   }
@@ -250,11 +288,226 @@ t.test("compose: two replicas of the example; a token from one is good on the ot
 });
 
 t.test("kubernetes: the ConfigMap's config serves with the key the Secret mounts", async (t) => {
-  const [replica] = (await startReplicas(t, configMapText as string, 1)) as [CliProcess];
+  const redis = await startStandInRedis(t);
+  const [replica] = (await startReplicas(t, configMapText as string, 1, redis.url, redis.env)) as [
+    CliProcess,
+  ];
   const token = await obtainToken(replica.url, CLIENT);
   const answer = await fetch(`${replica.url}/v1/items`, {
     headers: { authorization: `Bearer ${token}` },
   });
   t.equal(answer.status, 200);
   t.equal((await fetch(`${replica.url}${kubeConfig.health.readiness_path}`)).status, 200);
+  t.equal((await fetch(`${replica.adminUrl}/metrics`)).status, 200, "scraped without a token");
+  t.equal((await fetch(`${replica.adminUrl}/config`)).status, 401, "/config needs the token");
+  const withToken = await fetch(`${replica.adminUrl}/config`, {
+    headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+  });
+  t.equal(withToken.status, 200);
 });
+
+/** Every file under deploy/, with its text. */
+function deployFiles(): Array<{ path: string; text: string }> {
+  return readdirSync("deploy", { recursive: true, encoding: "utf8" })
+    .map((name) => join("deploy", name))
+    .filter((path) => statSync(path).isFile())
+    .map((path) => ({ path, text: readFileSync(path, "utf8") }));
+}
+
+t.test("README, deploy/ and the Dockerfile name the image by one tag", async (t) => {
+  const texts = [
+    { path: "README.md", text: await readFile("README.md", "utf8") },
+    { path: "Dockerfile", text: await readFile("Dockerfile", "utf8") },
+    ...deployFiles(),
+  ];
+  // An image reference, `[REGISTRY/...]gatehouse:TAG`, not a path such as /etc/gatehouse:ro.
+  const image = /(?<=^|[\s"'`=(])(?:[\w.-]+(?::\d+)?\/)*gatehouse:(\w[\w.-]*)/gm;
+  const tags = new Map<string, Set<string>>();
+  for (const { path, text } of texts) {
+    for (const [, tag] of text.matchAll(image)) {
+      tags.set(tag as string, (tags.get(tag as string) ?? new Set()).add(path));
+    }
+    t.notMatch(text, /docker build -t gatehouse(?!:)/, `${path}: every build names the tag`);
+    // A failed `docker run` in <(...) hands kubectl an empty file, which it stores as the key.
+    t.notMatch(text, /<\(docker run/, `${path}: no process substitution that fails silently`);
+  }
+  const where = [...tags].map(([tag, paths]) => `${tag} in ${[...paths].join(", ")}`);
+  t.strictSame([...tags.keys()], ["local"], `one tag: ${where.join("; ")}`);
+  for (const path of ["README.md", "Dockerfile", "deploy/kubernetes.yaml"]) {
+    t.ok(tags.get("local")?.has(path), `${path} names it`);
+  }
+  t.equal(gatehouseContainer.image, "gatehouse:local", "the manifest runs it");
+  t.equal(gatehouseServices[0]?.[1].image, "gatehouse:local", "and so does compose");
+});
+
+const dockerfileText = await readFile("Dockerfile", "utf8");
+
+/** Every gatehouse that an example in deploy/ runs: how many replicas, and its config. */
+function gatehouseFleets(): Array<{ where: string; replicas: number; config: string }> {
+  const configName = basename(/GATEHOUSE_CONFIG=(\S+)/.exec(dockerfileText)?.[1] as string);
+  const isGatehouse = (image: unknown) => /(^|\/)gatehouse:/.test(String(image));
+  const fleets: Array<{ where: string; replicas: number; config: string }> = [];
+  for (const { path, text } of deployFiles().filter((f) => /\.ya?ml$/.test(f.path))) {
+    const docs = parseAllDocuments(text).map((doc) => (doc.toJS() ?? {}) as Json);
+    for (const doc of docs.filter((d) => ["Deployment", "StatefulSet"].includes(String(d.kind)))) {
+      const spec = doc.spec as { replicas?: number; template: { spec: typeof pod } };
+      const container = spec.template.spec.containers.find((c) => isGatehouse(c.image));
+      if (container === undefined) continue;
+      const mount = container.volumeMounts?.find((m) => m.mountPath === "/etc/gatehouse");
+      const volume = spec.template.spec.volumes.find((v) => v.name === mount?.name);
+      const mapName = (volume?.configMap as { name?: string } | undefined)?.name;
+      const map = docs.find((d) => d.kind === "ConfigMap" && (d.metadata as Json).name === mapName);
+      fleets.push({
+        where: `${path} ${(doc.metadata as Json).name as string}`,
+        replicas: spec.replicas ?? 1,
+        config: (map?.data as Record<string, string> | undefined)?.[configName] ?? "",
+      });
+    }
+    const services = (docs[0]?.services ?? {}) as typeof compose.services;
+    for (const [name, service] of Object.entries(services)) {
+      if (!isGatehouse(service.image)) continue;
+      const mount = (service.volumes ?? []).find((v) => v.split(":")[1] === "/etc/gatehouse");
+      const folder = resolve(dirname(path), (mount ?? "").split(":")[0] as string);
+      fleets.push({
+        where: `${path} ${name}`,
+        replicas: ((service.deploy as Json | undefined)?.replicas as number | undefined) ?? 1,
+        config: readFileSync(join(folder, configName), "utf8"),
+      });
+    }
+  }
+  return fleets;
+}
+
+// With the memory store each replica counts alone: N replicas would allow N times every plan.
+t.test("every example that runs more than one replica counts in Redis", async (t) => {
+  const fleets = gatehouseFleets();
+  t.ok(fleets.length >= 2, fleets.map((f) => f.where).join(", "));
+  for (const { where, replicas, config } of fleets) {
+    t.not(config, "", `${where}: its config is found`);
+    const store = parseConfigText(config, where).file.limits.store;
+    t.ok(replicas <= 1 || store === "redis", `${where}: ${replicas} replicas, store ${store}`);
+  }
+  t.ok(fleets.some((f) => f.where.startsWith("deploy/kubernetes.yaml") && f.replicas > 1));
+});
+
+t.test("kubernetes: the replicas count in Redis, its password from a Secret", async (t) => {
+  const redis = kubeConfig.limits.redis;
+  t.equal(kubeConfig.limits.store, "redis");
+  t.not(redis.password_env, "", "a password, never written in the ConfigMap");
+  const ref = (gatehouseContainer.env ?? []).find((v) => v.name === redis.password_env)?.valueFrom
+    ?.secretKeyRef as { name: string; key: string } | undefined;
+  t.ok(ref, `${redis.password_env} comes from a secretKeyRef`);
+  t.match(
+    manifestText,
+    new RegExp(`^# +kubectl create secret generic ${ref?.name} .*--from-literal=${ref?.key}=`, "m"),
+  );
+  t.equal(redis.on_outage, "local");
+  // The URL names the stand-in's Service and port; the stand-in reads the same Secret key.
+  const url = new URL(redis.url ?? "");
+  const service = manifests.find(
+    (m) => m.kind === "Service" && (m.metadata as Json).name === url.hostname,
+  ) as { spec: { selector: Record<string, string>; ports: Array<{ port: number }> } };
+  t.ok(service, `a Service ${url.hostname}`);
+  t.ok(
+    service.spec.ports.some((p) => p.port === Number(url.port)),
+    `on port ${url.port}`,
+  );
+  const standIn = standInRedis();
+  t.match(standIn.labels, service.spec.selector, "the Service selects the stand-in's pod");
+  t.strictSame(
+    standIn.container.env?.find((v) => v.name === "REDIS_PASSWORD")?.valueFrom?.secretKeyRef,
+    ref,
+  );
+});
+
+/** The stand-in Redis Deployment's pod: its labels and its one container. */
+function standInRedis(): { labels: Json; container: Container & { args: string[] } } {
+  const redisDeployment = manifests.find(
+    (m) =>
+      m.kind === "Deployment" &&
+      (m.spec as { template: { spec: typeof pod } }).template.spec.containers.some((c) =>
+        String(c.image).startsWith("redis:"),
+      ),
+  ) as { spec: { template: { metadata: Json; spec: typeof pod } } };
+  const template = redisDeployment.spec.template;
+  return {
+    labels: template.metadata.labels as Json,
+    container: template.spec.containers[0] as Container & { args: string[] },
+  };
+}
+
+/**
+ * A redis-server started with the stand-in's own arguments, the password given as Kubernetes
+ * would, on a free loopback port.
+ */
+async function startStandInRedis(t: Test) {
+  const password = "deploy-test-redis-password-91c4";
+  const { args } = standInRedis().container;
+  const [command, ...options] = args.map((arg) => arg.replace("$(REDIS_PASSWORD)", password));
+  t.equal(command, "redis-server");
+  const port = await refusingPort();
+  const child = await launchRedis([...options, ...serverArgs(port)], () => answers(port));
+  t.teardown(() => stopProcess(child, "SIGKILL"));
+  return {
+    port,
+    password,
+    url: `redis://127.0.0.1:${port}`,
+    env: { [kubeConfig.limits.redis.password_env]: password },
+  };
+}
+
+t.test("kubernetes: two replicas of the ConfigMap's config share one limit in Redis", async (t) => {
+  const redis = await startStandInRedis(t);
+  t.equal(
+    await redisCli(redis.port, ["PING"]),
+    "NOAUTH Authentication required.",
+    "the stand-in wants its password",
+  );
+  const [first, second] = (await startReplicas(
+    t,
+    configMapText as string,
+    2,
+    redis.url,
+    redis.env,
+  )) as [CliProcess, CliProcess];
+  const token = await obtainToken(first.url, CLIENT);
+  const headers = { authorization: `Bearer ${token}` };
+  t.equal((await fetch(`${second.url}/v1/items`, { headers })).status, 200);
+  const own = await fetch(`${first.url}/v1/items`, { headers });
+  t.equal(own.headers.get("x-ratelimit-limit"), "100");
+  t.equal(Number(own.headers.get("x-ratelimit-remaining")), 98, "the other pod's request counted");
+  const keys = await redisCli(
+    redis.port,
+    ["--scan", "--pattern", `${kubeConfig.limits.redis.key_prefix}{client:${CLIENT.id}}:*`],
+    redis.password,
+  );
+  t.ok(keys.split("\n").length >= 2, `the rate limit and the quota are in Redis: ${keys}`);
+});
+
+// README's Footprint figures are MB of /proc's kB divided by 1024, so MiB; Mi is 2^20 bytes.
+t.test(
+  "the gatehouse container's memory limit is 1.5x the RSS README measured after load",
+  async (t) => {
+    const readme = await readFile("README.md", "utf8");
+    const section = /### Footprint\n([\s\S]*?)\n## /.exec(readme)?.[1] ?? "";
+    const header = section.split("\n").find((l) => l.startsWith("| Node")) ?? "";
+    const column = header
+      .split("|")
+      .map((cell) => cell.trim())
+      .findIndex((cell) => cell.startsWith("RSS after"));
+    const row = section.split("\n").find((l) => /^\| 24\./.test(l)) ?? "";
+    const afterLoad = Number(/([\d.]+) MB/.exec(row.split("|")[column] ?? "")?.[1]);
+    t.ok(afterLoad > 100, `README's Node 24 figure after load: ${afterLoad} MB`);
+    const units: Record<string, number> = { Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30 };
+    const mib = (quantity: unknown) => {
+      const [, amount, unit] = /^(\d+)(Ki|Mi|Gi)$/.exec(String(quantity)) ?? [];
+      return (Number(amount) * (units[unit as string] as number)) / 2 ** 20;
+    };
+    const limit = mib(gatehouseContainer.resources?.limits?.memory);
+    const request = mib(gatehouseContainer.resources?.requests?.memory);
+    t.ok(limit >= 1.5 * afterLoad, `limit ${limit} MiB >= 1.5 x ${afterLoad} MiB`);
+    t.ok(request >= afterLoad, `request ${request} MiB holds the after-load figure`);
+    t.match(manifestText, /--scenario footprint/, "the manifest says where the figures come from");
+    t.match(manifestText, new RegExp(`${afterLoad} MB`), "and quotes them");
+  },
+);

@@ -5,7 +5,6 @@ import t, { type Test } from "tap";
 import { eventually } from "./helpers/client.js";
 import { configFor, startTestGatehouse, type TestGatehouse } from "./helpers/gatehouse.js";
 import { startTestRedis, type TestRedis } from "./helpers/redis.js";
-import { basic, clientsYaml, postToken } from "./helpers/tokens.js";
 import { startUpstream } from "./helpers/upstream.js";
 import { metric, scrape } from "./helpers/metrics.js";
 
@@ -300,26 +299,5 @@ t.test(
     t.equal(await g.gatehouse.reload(), "success");
     t.ok(Number.isNaN(await metric(g, "gatehouse_limiter_store_up")), "memory store: no gauge");
     t.equal((await get(g)).headers.get("x-ratelimit-remaining"), "1", "memory counts anew");
-  },
-);
-
-t.test(
-  "the token endpoint's failure limit fails closed under open, counts in memory under local",
-  async (t) => {
-    const redis = await withRedis(t);
-    const client = { id: "reporting-app", secret: "a-secret-for-the-redis-tests" };
-    const clients = await clientsYaml([client]);
-    const open = await started(t, `${config({ url: redis.url, onOutage: "open" })}${clients}`);
-    const local = await started(t, `${config({ url: redis.url, onOutage: "local" })}${clients}`);
-    t.ok(await connected(open));
-    t.ok(await connected(local));
-    const request = { headers: { authorization: basic(client.id, client.secret) } };
-    t.equal((await postToken(open.url, request)).status, 200, "issued while Redis answers");
-    await redis.kill();
-    const refused = await postToken(open.url, request);
-    t.equal(refused.status, 503, "brute-force protection is not switched off by an outage");
-    t.equal(refused.headers["retry-after"], "1");
-    t.match(refused.json, { error: "limits_unavailable" });
-    t.equal((await postToken(local.url, request)).status, 200, "local: counted in memory");
   },
 );

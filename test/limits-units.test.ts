@@ -274,9 +274,9 @@ t.test("memory store: takeBack never goes below zero or revives an ended counter
   await store.takeBack("ip:1.2.3.4", slots, 3, "store", NOW);
   t.match(store.read("ip:1.2.3.4", slots, NOW), { counts: [0] });
   await store.takeBack("ip:1.2.3.5", slots, 1, "store", NOW);
-  t.equal(store.size(), 1, "nothing created by a take-back");
+  t.equal(store.footprint().counters, 1, "nothing created by a take-back");
   await store.reset("ip:1.2.3.4", slots);
-  t.equal(store.size(), 0, "reset deletes");
+  t.equal(store.footprint().counters, 0, "reset deletes");
 });
 
 // Node clamps timer delays over 2^31-1 ms (about 24.8 days) to 1 ms: no counter may rely on one.
@@ -338,15 +338,15 @@ t.test("memory store: ended counters are swept and their memory given back", asy
   const store = createMemoryStore({ now: () => now, sweepEveryMs: 0 });
   const slots = [slot(5, 1000), slot(5, 10 * DAY, "quota")];
   for (let i = 0; i < 1000; i++) store.commit(`client:${i}`, slots, 1, false, now);
-  t.equal(store.size(), 2000);
+  t.equal(store.footprint().counters, 2000);
   now += 1000;
   store.sweep(now);
-  t.equal(store.size(), 1000, "the short windows are gone, the long ones kept");
+  t.equal(store.footprint().counters, 1000, "the short windows are gone, the long ones kept");
   now += 10 * DAY;
   store.commit("client:new", [slot(5, 1000)], 1, false, now);
-  t.ok(store.size() < 1000, "every count sweeps a few ended counters too");
+  t.ok(store.footprint().counters < 1000, "every count sweeps a few ended counters too");
   store.sweep(now);
-  t.equal(store.size(), 1, "only the live counter is left");
+  t.equal(store.footprint().counters, 1, "only the live counter is left");
 });
 
 t.test("memory store: saved counters come back with their ends; ended ones do not", async (t) => {
@@ -358,7 +358,7 @@ t.test("memory store: saved counters come back with their ends; ended ones do no
   const after = createMemoryStore({ now: () => NOW, sweepEveryMs: 0 });
   const later = NOW + 15 * DAY;
   after.restore(saved, later);
-  t.equal(after.size(), 1, "the ended window is left out");
+  t.equal(after.footprint().counters, 1, "the ended window is left out");
   t.match(after.read("ip:1.2.3.4", [slot(5, 30 * DAY, "quota")], later), {
     counts: [4],
     endsAt: [NOW + 30 * DAY],

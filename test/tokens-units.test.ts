@@ -1,11 +1,16 @@
 /** Table-driven tests of the token helpers: secrets, request parsing, the verified-token cache. */
 import t from "tap";
 import type { TokenSettings } from "../src/tokens/settings.js";
-import { createFailureLimiter, failureKeyForClient } from "../src/limits/failures.js";
+import { createFailureLimiter } from "../src/limits/failures.js";
+import { createOutage } from "../src/limits/outage.js";
 import { createMemoryStore } from "../src/limits/memory-store.js";
+import { createMetrics } from "../src/metrics.js";
 import { issueToken } from "../src/tokens/issue.js";
 import { generateKeyPairFor, keyRing } from "../src/tokens/keys.js";
 import { memoized } from "../src/tokens/memo.js";
+import { createRememberedSecrets } from "../src/tokens/remembered.js";
+import { BUSY, createWorkBound } from "../src/tokens/work-bound.js";
+import { manualClock } from "./helpers/clock.js";
 import {
   parseBasicCredentials,
   parseTokenBody,
@@ -123,7 +128,12 @@ async function settings(): Promise<TokenSettings> {
     ttlSeconds: 60,
     clockToleranceSeconds: 5,
     keys: keyRing(await generateKeyPairFor("EdDSA"), []),
-    clients: { secrets: new Map(), dummy: dummyRecord() },
+    clients: {
+      secrets: new Map(),
+      dummy: dummyRecord(),
+      remembered: createRememberedSecrets(60_000),
+    },
+    verifyConcurrency: 1,
     failureLimit: { limit: 3, windowMs: 60_000, window: "1m" },
     ephemeralKey: true,
   };
@@ -153,31 +163,30 @@ t.test("the verified-token cache: until exp plus the tolerance, bounded, oldest 
 });
 
 t.test(
-  "the failure limiter: peek counts nothing, attempts count, successes are refunded",
+  "the failure limiter: per address only; peek counts nothing, successes are refunded",
   async (t) => {
     const limiter = createFailureLimiter(
       createMemoryStore({ now: Date.now, sweepEveryMs: 0 }),
       { limit: 2, windowMs: 60_000, window: "1m" },
       Date.now,
+      createOutage({ kind: "memory" }, createMetrics()),
     );
-    const keys = { ip: "192.0.2.1", clientId: " App " };
-    t.equal(failureKeyForClient(keys.clientId), "app");
-    t.ok((await limiter.peek(keys.ip)).allowed);
-    const first = await limiter.attempt(keys);
+    const ip = "192.0.2.1";
+    t.ok((await limiter.peek(ip)).allowed);
+    const first = await limiter.attempt(ip);
     t.ok(first.allowed, "1st");
     await limiter.succeeded(first);
-    t.ok((await limiter.attempt(keys)).allowed, "1st failure");
-    t.ok((await limiter.attempt(keys)).allowed, "2nd failure");
-    t.notOk((await limiter.peek(keys.ip)).allowed, "the IP is at the limit");
-    const refused = await limiter.attempt({ ip: "192.0.2.2", clientId: "APP" });
-    t.notOk(refused.allowed, "the client id is over the limit from another IP");
+    t.ok((await limiter.attempt(ip)).allowed, "1st failure");
+    t.ok((await limiter.attempt(ip)).allowed, "2nd failure");
+    t.notOk((await limiter.peek(ip)).allowed, "the address is at the limit");
+    const refused = await limiter.attempt(ip);
+    t.notOk(refused.allowed, "the 3rd attempt is over it");
     t.ok(refused.retryAfterSeconds >= 1 && refused.retryAfterSeconds <= 60);
-    t.ok((await limiter.attempt({ ip: "192.0.2.3", clientId: undefined })).allowed, "IP only");
+    t.ok((await limiter.attempt("192.0.2.2")).allowed, "another address has its own count");
     await limiter.failed("192.0.2.4");
     t.ok((await limiter.peek("192.0.2.4")).allowed, "one refused bearer token: under the limit");
     await limiter.failed("192.0.2.4");
-    t.notOk((await limiter.peek("192.0.2.4")).allowed, "two: at the limit, the IP is refused");
-    t.ok((await limiter.attempt({ ip: "192.0.2.5", clientId: "app2" })).allowed, "not by id");
+    t.notOk((await limiter.peek("192.0.2.4")).allowed, "two: at the limit, the address is refused");
   },
 );
 
@@ -196,4 +205,59 @@ t.test("memoized: one call per key, and a failed one is tried again", async (t) 
   fail = false;
   t.equal(await make("flaky"), "flaky!", "the next call makes it again");
   t.strictSame(calls, ["a", "b", "flaky", "flaky"]);
+});
+
+t.test("remembered secrets: only the one remembered, per client, until the ttl", async (t) => {
+  const memo = createRememberedSecrets(1000);
+  t.notOk(memo.knows("app", "s3cret", 0), "nothing before a success");
+  memo.remember("app", "s3cret", 0);
+  t.ok(memo.knows("app", "s3cret", 999), "within the ttl");
+  t.notOk(memo.knows("app", "s3cret ", 999), "another secret is not known");
+  t.notOk(memo.knows("other", "s3cret", 999), "nor the same secret for another client");
+  t.notOk(memo.knows("app", "s3cret", 1000), "the ttl since it was remembered has passed");
+  t.notOk(memo.knows("app", "s3cret", 1), "and it stays forgotten");
+  memo.remember("app", "s3cret", 5);
+  memo.remember("app", "n3w", 6);
+  t.notOk(memo.knows("app", "s3cret", 7), "one secret per client: the latest");
+  t.ok(memo.knows("app", "n3w", 7));
+});
+
+t.test("the work bound: at most `limit` at once, in order, BUSY after the wait", async (t) => {
+  const clock = manualClock();
+  let waiting = 0;
+  const bound = createWorkBound(1, 1000, clock, {
+    inc: () => void waiting++,
+    dec: () => void waiting--,
+  });
+  const started: string[] = [];
+  const gates = new Map<string, () => void>();
+  const job = (name: string) => () =>
+    new Promise<string>((done) => {
+      started.push(name);
+      gates.set(name, () => done(name));
+    });
+  const a = bound.run(job("a"));
+  const b = bound.run(job("b"));
+  const c = bound.run(job("c"));
+  await Promise.resolve();
+  t.strictSame(started, ["a"], "one at a time");
+  t.equal(waiting, 2);
+  gates.get("a")?.();
+  t.equal(await a, "a");
+  await new Promise(setImmediate);
+  t.strictSame(started, ["a", "b"], "the first waiter goes next");
+  t.equal(waiting, 1);
+  clock.advance(999);
+  t.equal(waiting, 1, "c still waits at 999 ms");
+  clock.advance(1);
+  t.equal(await c, BUSY, "and is given up at 1 s");
+  t.equal(waiting, 0);
+  t.strictSame(started, ["a", "b"], "c never ran");
+  gates.get("b")?.();
+  t.equal(await b, "b", "b was started before its wait ended");
+  const d = bound.run(job("d"));
+  await Promise.resolve();
+  t.strictSame(started, ["a", "b", "d"], "the turn is free again");
+  gates.get("d")?.();
+  t.equal(await d, "d");
 });

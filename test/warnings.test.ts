@@ -105,3 +105,41 @@ t.test(
     t.equal(await cli.stop("SIGTERM"), 0);
   },
 );
+
+t.test(
+  "check and the start warn about a client secret_env shorter than 32 characters",
+  async (t) => {
+    const clients = `clients:
+  - id: short
+    secret_env: SHORT_CLIENT_SECRET
+  - id: long
+    secret_env: LONG_CLIENT_SECRET
+`;
+    const path = await written(
+      "short-secret.yaml",
+      config("memory", "    key_file: signing.pem\n", clients),
+    );
+    const env = {
+      ...process.env,
+      SHORT_CLIENT_SECRET: "x".repeat(31),
+      LONG_CLIENT_SECRET: "y".repeat(32),
+    };
+    const result = spawnSync(process.execPath, [CLI, "check", "--config", path], {
+      encoding: "utf8",
+      env,
+    });
+    t.equal(result.status, 0, "a warning, not an error");
+    const lines = result.stderr.trimEnd().split("\n");
+    t.equal(lines.length, 1, "only the short one");
+    t.match(
+      lines[0],
+      `${path}:15:17 warning: clients[0].secret_env: names SHORT_CLIENT_SECRET, which holds 31 characters`,
+    );
+
+    const cli = await startCli(["--config", path], env);
+    const warned = cli.lines().filter((line) => line.level === "warn");
+    t.match(warned, [{ msg: /names SHORT_CLIENT_SECRET, which holds 31 characters/ }]);
+    t.equal(warned.length, 1);
+    t.equal(await cli.stop("SIGTERM"), 0);
+  },
+);

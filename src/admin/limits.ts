@@ -21,6 +21,11 @@ export interface LimitsAdminDeps {
   readonly now: () => number;
 }
 
+/** What a `DELETE` reset: a client's counters or an address's (folded), under which plan. */
+export type LimitsReset = ({ readonly client: string } | { readonly address: string }) & {
+  readonly plan: string | null;
+};
+
 /** One limit as the admin API shows it. */
 interface LimitView {
   readonly name: string;
@@ -58,12 +63,14 @@ function target(kind: string, raw: string): Target | AdminAnswer {
 }
 
 /**
- * Answers a `/limits/...` request, or returns undefined when the path is not one.
+ * Answers a `/limits/...` request, or returns undefined when the path is not one; `onReset` hears
+ * of each reset once it is done.
  */
 export async function limitsAdmin(
   method: "GET" | "DELETE",
   path: string,
   deps: LimitsAdminDeps,
+  onReset: (reset: LimitsReset) => void,
 ): Promise<AdminAnswer | undefined> {
   const match = PATH.exec(path);
   if (match === null) return undefined;
@@ -83,15 +90,16 @@ export async function limitsAdmin(
   }
   const nowMs = deps.now();
   const slots = plan === undefined ? [] : preparePlan(plan).slots(nowMs);
+  const owner = who.kind === "client" ? { client: who.id } : { address: who.folded };
   if (method === "DELETE") {
     await limiterStore.reset(who.subject, slots);
+    onReset({ ...owner, plan: plan?.name ?? null });
     return { status: 204 };
   }
   const views =
     plan === undefined
       ? []
       : view(plan, await limiterStore.read(who.subject, slots, nowMs, false), nowMs);
-  const owner = who.kind === "client" ? { client: who.id } : { address: who.folded };
   return { status: 200, body: { ...owner, plan: plan?.name ?? null, limits: views } };
 }
 

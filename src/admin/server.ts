@@ -10,7 +10,8 @@ import type { Snapshot } from "../config/snapshot.js";
 import { errorReply } from "../core/context.js";
 import type { Services } from "../core/services.js";
 import type { Metrics } from "../metrics.js";
-import { adminRefusal } from "./access.js";
+import { adminRefusal, isAdminHost, isLoopback, type AdminKind } from "./access.js";
+import { fieldLines } from "../http/field-lines.js";
 import { publicConfig } from "./config-view.js";
 import { limitsAdmin, type AdminAnswer, type LimitsAdminDeps } from "./limits.js";
 import { packageVersion } from "./version.js";
@@ -18,6 +19,8 @@ import { packageVersion } from "./version.js";
 /** One admin route. */
 export interface AdminRoute {
   readonly method: "GET" | "DELETE";
+  /** Who may call it: see access.ts. */
+  readonly kind: AdminKind;
   /** An exact path, or a prefix ending in `/*` whose remainder is handed to the handler. */
   readonly path: string;
   handle(req: IncomingMessage, res: ServerResponse, rest: string): void | Promise<void>;
@@ -33,9 +36,13 @@ export interface AdminContext {
   readonly limits: LimitsAdminDeps;
 }
 
-/** Who may ask: the admin token of the config in force, and the host the listener is bound to. */
+/**
+ * Who may ask: the admin token and the `admin_hosts` of the config in force, and the host the
+ * listener is bound to.
+ */
 export interface AdminAccess {
   readonly token: () => string | undefined;
+  readonly hosts: () => readonly string[];
   readonly host: string;
 }
 
@@ -56,11 +63,14 @@ function sendAnswer(res: ServerResponse, answer: AdminAnswer): void {
 export function adminRoutes({ log, metrics, config, limits }: AdminContext): AdminRoute[] {
   const counters = (method: "GET" | "DELETE"): AdminRoute => ({
     method,
+    kind: "operator",
     path: "/limits/*",
-    async handle(_req, res, rest) {
+    async handle(req, res, rest) {
       let answer;
       try {
-        answer = await limitsAdmin(method, `/limits/${rest}`, limits);
+        answer = await limitsAdmin(method, `/limits/${rest}`, limits, (reset) =>
+          log.info({ ...reset, caller: req.socket.remoteAddress }, "admin reset limits"),
+        );
       } catch (error) {
         log.warn({ err: error }, "admin limits request failed");
         answer = errorReply(
@@ -79,6 +89,7 @@ export function adminRoutes({ log, metrics, config, limits }: AdminContext): Adm
   return [
     {
       method: "GET",
+      kind: "observability",
       path: "/metrics",
       async handle(_req, res) {
         const text = await metrics.registry.metrics();
@@ -88,11 +99,13 @@ export function adminRoutes({ log, metrics, config, limits }: AdminContext): Adm
     },
     {
       method: "GET",
+      kind: "operator",
       path: "/config",
       handle: (_req, res) => sendJson(res, 200, publicConfig(config().file)),
     },
     {
       method: "GET",
+      kind: "observability",
       path: "/version",
       handle: (_req, res) => sendJson(res, 200, { version: packageVersion() }),
     },
@@ -109,29 +122,46 @@ function matches(route: AdminRoute, path: string): string | undefined {
     : undefined;
 }
 
+/**
+ * The answer to a request whose `Host` does not name the admin listener, or undefined. RFC 9112
+ * §3.2: HTTP/1.1 without Host, or two Host lines, is 400. An HTTP/1.0 request without Host names
+ * no host this listener answers for, so it is misdirected (421, RFC 9110 §15.5.20) like a foreign
+ * name: only an IP literal, localhost or a name in `admin_hosts` is answered.
+ */
+function misdirection(req: IncomingMessage, names: readonly string[]): AdminAnswer | undefined {
+  const host = req.headers.host;
+  if (
+    (host === undefined && req.httpVersionMinor !== 0) ||
+    fieldLines(req.rawHeaders, "host") > 1
+  ) {
+    return errorReply(400, "invalid_request", "HTTP/1.1 needs exactly one Host field");
+  }
+  if (isAdminHost(host, names)) return undefined;
+  return errorReply(
+    421,
+    "misdirected_request",
+    "the admin API answers only a Host that is an IP address, localhost or a name in admin_hosts",
+  );
+}
+
 /** The admin listener's server (not yet listening), answering from `routes`. */
 export function createAdminServer(
   routes: readonly AdminRoute[],
   log: Logger,
   access: AdminAccess,
 ): Server {
-  return http.createServer((req, res) => {
+  // Node's own Host check is off so that its 400 has a JSON body like every other answer.
+  return http.createServer({ requireHostHeader: false }, (req, res) => {
+    const misdirected = misdirection(req, access.hosts());
+    if (misdirected !== undefined) {
+      sendAnswer(res, misdirected);
+      return;
+    }
     const target = req.url ?? "/";
     const query = target.indexOf("?");
     const path = query === -1 ? target : target.slice(0, query);
     // HEAD is answered as GET is; Node leaves the body out.
     const method = req.method === "HEAD" ? "GET" : (req.method ?? "GET");
-    const refusal = adminRefusal(
-      method,
-      method === "GET" && path === "/metrics",
-      req.headers.authorization,
-      access.token(),
-      access.host,
-    );
-    if (refusal !== undefined) {
-      sendAnswer(res, refusal);
-      return;
-    }
     const found = routes.flatMap((route) => {
       const rest = matches(route, path);
       return rest === undefined ? [] : [{ route, rest }];
@@ -146,6 +176,16 @@ export function createAdminServer(
       const allow = [...new Set(found.map(({ route }) => route.method))].join(", ");
       res.setHeader("allow", allow);
       sendAnswer(res, errorReply(405, "method_not_allowed", `${path} answers ${allow}`));
+      return;
+    }
+    const refusal = adminRefusal(
+      chosen.route.kind,
+      req.headers.authorization,
+      access.token(),
+      access.host,
+    );
+    if (refusal !== undefined) {
+      sendAnswer(res, refusal);
       return;
     }
     Promise.resolve()
@@ -170,9 +210,19 @@ export function createAdmin(
   current: LimitsAdminDeps["current"],
   host: string,
 ): Server {
+  if (!isLoopback(host) && current().config.adminToken === undefined) {
+    log.warn(
+      { adminListen: host },
+      "admin_listen is reachable from other machines and admin_token_env is not set: /config and /limits answer 403 until it is",
+    );
+  }
   return createAdminServer(
     adminRoutes({ log, metrics, config: () => current().config, limits: { current, now } }),
     log,
-    { token: () => current().config.adminToken, host },
+    {
+      token: () => current().config.adminToken,
+      hosts: () => current().config.adminHosts,
+      host,
+    },
   );
 }

@@ -79,7 +79,7 @@ function refusalAdvice(
   }
   // RFC 9110 §15.5.20: the server does not answer for the Host the request named.
   if (status === 421) {
-    return `the admin API does not answer to the host ${url.host}: use --admin with an IP literal, such as --admin http://127.0.0.1:${url.port || "9901"}`;
+    return `the admin API does not answer to the name ${url.hostname}: use --admin with an IP literal, such as --admin http://127.0.0.1:${url.port || "9901"}, or list the name in admin_hosts`;
   }
   return "";
 }

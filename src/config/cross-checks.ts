@@ -1,10 +1,13 @@
 /**
- * Checks that relate keys of different sections, each adding one issue at the key to fix. They
- * run even when another part of the file is invalid, so that one run reports every problem: each
- * reads only the values that are well-formed and leaves the rest to the schema's own messages.
+ * Checks that relate keys to one another (a client's plan, duplicate ids and routes, a route's
+ * cost and the limits that count it, the store and its state file), each adding one problem at the
+ * key to fix. They run even when another part of the file is invalid, so that one run reports
+ * every problem: each reads only the values that are well-formed and leaves the rest to the
+ * schema's own messages.
  */
 import type { z } from "zod";
-import { where } from "./key-path.js";
+import { POSITIVE_DURATION_PATTERN } from "./duration.js";
+import { DEFAULT_RATE_NAME, limitsInForce, QUOTA_PERIODS } from "./limits-in-force.js";
 
 /** What a refinement adds its issues to. */
 export type Ctx = z.RefinementCtx<unknown>;
@@ -27,12 +30,6 @@ function entries(value: unknown): Array<[string, unknown]> {
   return isRecord(value) ? Object.entries(value) : [];
 }
 
-// True when the schema already reported a problem under `section`: a check reading it would
-// only repeat that problem in other words.
-function invalid(ctx: Ctx, section: string): boolean {
-  return ctx.issues.some((issue) => issue.path?.[0] === section);
-}
-
 function ownPaths(file: Record<string, unknown>, ctx: Ctx): void {
   const tokens = isRecord(file.tokens) ? file.tokens : {};
   const health = isRecord(file.health) ? file.health : {};
@@ -50,10 +47,11 @@ function ownPaths(file: Record<string, unknown>, ctx: Ctx): void {
   }
 }
 
+// A plan whose content is invalid still exists: a client naming it names it rightly, and the
+// schema reports what is wrong inside it. Only a `plans` that is no mapping leaves nothing to check.
 function clientReferences(file: Record<string, unknown>, ctx: Ctx): void {
   const ids = new Map<string, number>();
-  const plansKnown = !invalid(ctx, "plans");
-  const plans = isRecord(file.plans) ? file.plans : {};
+  const plans = isRecord(file.plans) ? file.plans : undefined;
   list(file.clients).forEach((client, index) => {
     if (!isRecord(client)) return;
     if (typeof client.id === "string") {
@@ -63,7 +61,11 @@ function clientReferences(file: Record<string, unknown>, ctx: Ctx): void {
         problem(ctx, ["clients", index, "id"], `is already used by clients[${first}]`);
       else ids.set(folded, index);
     }
-    if (plansKnown && typeof client.plan === "string" && !Object.hasOwn(plans, client.plan)) {
+    if (
+      plans !== undefined &&
+      typeof client.plan === "string" &&
+      !Object.hasOwn(plans, client.plan)
+    ) {
       const known = Object.keys(plans);
       problem(
         ctx,
@@ -74,56 +76,119 @@ function clientReferences(file: Record<string, unknown>, ctx: Ctx): void {
   });
 }
 
-/** One limit set in the file: how many points it allows, and where it is written. */
+// Here rather than on the routes list, whose own checks the schema skips once any route has a
+// value of the wrong kind.
+function duplicateRoutes(file: Record<string, unknown>, ctx: Ctx): void {
+  const seen = new Map<string, number>();
+  list(file.routes).forEach((route, index) => {
+    if (!isRecord(route) || typeof route.path !== "string") return;
+    const first = seen.get(route.path);
+    if (first !== undefined) {
+      problem(
+        ctx,
+        ["routes", index, "path"],
+        `duplicates routes[${first}]; merge their methods into one entry`,
+      );
+    } else {
+      seen.set(route.path, index);
+    }
+  });
+}
+
+function stateFileStore(file: Record<string, unknown>, ctx: Ctx): void {
+  const limits = isRecord(file.limits) ? file.limits : {};
+  if (
+    limits.store === "redis" &&
+    typeof limits.state_file === "string" &&
+    limits.state_file !== ""
+  ) {
+    problem(ctx, ["limits", "state_file"], "is for the memory store; Redis keeps its own counters");
+  }
+}
+
+/** One limit in force, as a message names it. */
 interface CountedLimit {
   readonly limit: number;
-  readonly path: Path;
+  /** Such as `rate limit "burst" (1 per 1s)` or `quota (3 per hour)`. */
+  readonly text: string;
 }
 
 function countable(limit: unknown): limit is number {
   return Number.isSafeInteger(limit) && (limit as number) >= 1;
 }
 
-/**
- * Every limit that a plan or a client override sets, found by shape: each value holding a `limit`,
- * at any depth, so that limits grouped under a name are found as well.
- */
-function limitsOf(holder: unknown, at: Path): CountedLimit[] {
-  return entries(holder).flatMap(([key, value]): CountedLimit[] => {
-    if (!isRecord(value)) return [];
-    if (countable(value.limit)) return [{ limit: value.limit, path: [...at, key, "limit"] }];
-    return limitsOf(value, [...at, key]);
-  });
+function isDuration(value: unknown): value is string {
+  return typeof value === "string" && new RegExp(POSITIVE_DURATION_PATTERN).test(value);
 }
 
-function smallest(limits: readonly CountedLimit[]): CountedLimit | undefined {
-  return limits.reduce<CountedLimit | undefined>(
-    (least, next) => (least === undefined || next.limit < least.limit ? next : least),
+// A limit is judged only when it is well-formed; the schema reports the others.
+function rateLimit(name: string, value: unknown): CountedLimit[] {
+  if (!isRecord(value) || !countable(value.limit) || !isDuration(value.window)) return [];
+  return [
+    { limit: value.limit, text: `rate limit "${name}" (${value.limit} per ${value.window})` },
+  ];
+}
+
+// The limits a holder (a plan or a client) sets, read as the limits module compiles them: the
+// one-limit form first, named `default`.
+function ratesOf(holder: Record<string, unknown> | undefined): CountedLimit[] {
+  if (holder === undefined) return [];
+  if (holder.rate_limit !== undefined) return rateLimit(DEFAULT_RATE_NAME, holder.rate_limit);
+  return entries(holder.rate_limits).flatMap(([name, value]) => rateLimit(name, value));
+}
+
+function quotaOf(holder: Record<string, unknown> | undefined): CountedLimit[] {
+  const quota = holder?.quota;
+  if (!isRecord(quota) || !countable(quota.limit)) return [];
+  const period = QUOTA_PERIODS.find((known) => known === quota.period);
+  if (period === undefined) return [];
+  return [{ limit: quota.limit, text: `quota (${quota.limit} per ${period})` }];
+}
+
+/** Whose limits count a route, named as a message names them, and the smallest of them. */
+interface Counter {
+  readonly who: string;
+  readonly least: CountedLimit;
+}
+
+function counter(who: string, limits: readonly CountedLimit[]): Counter[] {
+  const least = limits.reduce<CountedLimit | undefined>(
+    (found, next) => (found === undefined || next.limit < found.limit ? next : found),
     undefined,
   );
+  return least === undefined ? [] : [{ who, least }];
 }
 
 // A route costing more than a limit that counts it is refused by that limit on every request,
-// with a Retry-After that never comes true. Anonymous requests are counted by the `anonymous`
-// plan; a bearer token's client may be held to any plan or to its own overrides.
+// with a Retry-After that never comes true. Only limits in force count: anonymous requests are
+// counted by the `anonymous` plan; a bearer token's requests by its client's limits (its plan,
+// with its own overrides in place of the plan's). A plan that no client holds counts nothing.
 function unservableRoutes(file: Record<string, unknown>, ctx: Ctx): void {
-  const plans = entries(file.plans);
-  const bearer = smallest([
-    ...plans.flatMap(([name, plan]) => limitsOf(plan, ["plans", name])),
-    ...list(file.clients).flatMap((client, index) => limitsOf(client, ["clients", index])),
+  const plans: Record<string, Record<string, unknown>> = {};
+  for (const [name, plan] of entries(file.plans)) if (isRecord(plan)) plans[name] = plan;
+  const anonymousPlan = plans.anonymous;
+  const anonymous = counter("the anonymous plan", [
+    ...ratesOf(anonymousPlan),
+    ...quotaOf(anonymousPlan),
   ]);
-  const anonymousPlan = plans.find(([name]) => name === "anonymous")?.[1];
-  const anonymous = smallest(limitsOf(anonymousPlan, ["plans", "anonymous"]));
+  const bearer = list(file.clients).flatMap((client, index) => {
+    if (!isRecord(client)) return [];
+    const { rates, quota } = limitsInForce(client, plans);
+    const who = typeof client.id === "string" ? `client "${client.id}"` : `clients[${index}]`;
+    return counter(who, [...ratesOf(rates), ...quotaOf(quota)]);
+  });
   list(file.routes).forEach((route, index) => {
     if (!isRecord(route) || !countable(route.cost)) return;
-    const least = route.auth === "none" ? anonymous : bearer;
-    if (least === undefined || route.cost <= least.limit) return;
-    problem(
-      ctx,
-      ["routes", index, "cost"],
-      `is ${route.cost}, above the limit of ${least.limit} set at ${where(least.path)}: ` +
-        "every request to this route would be refused",
-    );
+    const counters = route.auth === "none" ? anonymous : route.auth === "bearer" ? bearer : [];
+    for (const { who, least } of counters) {
+      if (route.cost <= least.limit) continue;
+      problem(
+        ctx,
+        ["routes", index, "cost"],
+        `is ${route.cost}, above ${who}'s ${least.text}: ` +
+          "its requests to this route can never be served",
+      );
+    }
   });
 }
 
@@ -132,5 +197,7 @@ export function crossChecks(file: unknown, ctx: Ctx): void {
   if (!isRecord(file)) return;
   ownPaths(file, ctx);
   clientReferences(file, ctx);
+  duplicateRoutes(file, ctx);
+  stateFileStore(file, ctx);
   unservableRoutes(file, ctx);
 }

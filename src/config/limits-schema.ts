@@ -4,6 +4,7 @@
  * of the schema, as the `limits.redis` section is in redis-schema.ts.
  */
 import { z } from "zod";
+import { QUOTA_PERIODS } from "./limits-in-force.js";
 import { redisSchema } from "./redis-schema.js";
 import { oneRateForm, withinAYear } from "./schema-checks.js";
 import { positiveDuration, positiveInt } from "./schema-fields.js";
@@ -23,7 +24,7 @@ export const QuotaSchema = z
   .strictObject({
     limit: positiveInt("Points allowed per period."),
     period: z
-      .enum(["hour", "day", "month"], { error: "must be hour, day or month" })
+      .enum(QUOTA_PERIODS, { error: "must be hour, day or month" })
       .describe("The UTC calendar period the quota resets at."),
   })
   .describe("A quota, reported in X-Request-Quota-* headers.");
@@ -55,36 +56,31 @@ export const PlanSchema = z
   );
 
 /** The `limits` section: the counters' store, and how limits are reported and enforced. */
-export const LimitsSchema = z
-  .strictObject({
-    store: z
-      .enum(["memory", "redis"], { error: "must be memory or redis" })
-      .default("memory")
-      .describe("Where counters live."),
-    redis: redisSchema(
-      positiveDuration("A slower Redis answer counts as an outage.").default("100ms"),
-    ).prefault({}),
-    state_file: z
-      .string()
-      .default("")
-      .describe("Memory store: counters are saved here on shutdown and read at start."),
-    reset_header: z
-      .enum(["seconds", "unix"], { error: "must be seconds or unix" })
-      .default("seconds")
-      .describe("X-RateLimit-Reset as seconds until reset, or epoch seconds."),
-    dry_run: z
-      .boolean({ error: "must be true or false" })
-      .default(false)
-      .describe("Count and send headers, but never refuse."),
-    headers: z
-      .array(z.enum(["x-ratelimit", "ietf"], { error: "must be x-ratelimit or ietf" }))
-      .min(1, { error: "must list x-ratelimit, ietf or both" })
-      .default(["x-ratelimit"])
-      .describe(
-        "x-ratelimit: X-RateLimit-* and X-Request-Quota-*; ietf: RateLimit and RateLimit-Policy.",
-      ),
-  })
-  .refine((limits) => limits.store !== "redis" || limits.state_file === "", {
-    path: ["state_file"],
-    error: "is for the memory store; Redis keeps its own counters",
-  });
+export const LimitsSchema = z.strictObject({
+  store: z
+    .enum(["memory", "redis"], { error: "must be memory or redis" })
+    .default("memory")
+    .describe("Where counters live."),
+  redis: redisSchema(
+    positiveDuration("A slower Redis answer counts as an outage.").default("100ms"),
+  ).prefault({}),
+  state_file: z
+    .string()
+    .default("")
+    .describe("Memory store: counters are saved here on shutdown and read at start."),
+  reset_header: z
+    .enum(["seconds", "unix"], { error: "must be seconds or unix" })
+    .default("seconds")
+    .describe("X-RateLimit-Reset as seconds until reset, or epoch seconds."),
+  dry_run: z
+    .boolean({ error: "must be true or false" })
+    .default(false)
+    .describe("Count and send headers, but never refuse."),
+  headers: z
+    .array(z.enum(["x-ratelimit", "ietf"], { error: "must be x-ratelimit or ietf" }))
+    .min(1, { error: "must list x-ratelimit, ietf or both" })
+    .default(["x-ratelimit"])
+    .describe(
+      "x-ratelimit: X-RateLimit-* and X-Request-Quota-*; ietf: RateLimit and RateLimit-Policy.",
+    ),
+});

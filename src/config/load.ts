@@ -1,29 +1,24 @@
 /**
  * Reads the configuration file: YAML 1.2 (core schema, unique keys, bounded aliases), then the
- * schema. Every problem is reported at once, each with its line and column. A plain file that the
- * schema accepts is read the fast way (plain-yaml); anything else, and every position, comes
- * from the full parser.
+ * schema. There is one reading: `check`, the start and every reload call parseConfigText, so a
+ * file is accepted or refused the same way wherever it is read. Every problem is reported at
+ * once, each with its line and column.
  */
 import { readFile } from "node:fs/promises";
-import { createRequire } from "node:module";
-import type * as Yaml from "yaml";
-import type { Document, LineCounter, Node } from "yaml";
+import {
+  isAlias,
+  isMap,
+  isScalar,
+  isSeq,
+  LineCounter,
+  parseDocument,
+  type Document,
+  type Node,
+} from "yaml";
 import { z } from "zod";
 import { environmentProblems, type Surroundings } from "./environment.js";
 import { where } from "./key-path.js";
-import { readPlainYaml } from "./plain-yaml.js";
 import { FileSchema, type FileConfig } from "./schema.js";
-
-let yamlModule: typeof Yaml | undefined;
-
-/**
- * The full parser, loaded the first time a file needs it: a file that is plain and valid never
- * does, and it is a tenth of what gatehouse would otherwise load at start.
- */
-function yaml(): typeof Yaml {
-  yamlModule ??= createRequire(import.meta.url)("yaml") as typeof Yaml;
-  return yamlModule;
-}
 
 /** One problem in the configuration file, at a line and column (both from 1). */
 export interface ConfigProblem {
@@ -56,34 +51,19 @@ export interface ParsedConfig {
   readonly text: string;
 }
 
-/** The full parser's reading of a file, with positions in its text as a reader counts them. */
-interface FullParse {
-  readonly doc: Document;
-  readonly at: (offset: number) => Position;
-}
+// The document a file was read into on this thread, kept for locating what building the snapshot
+// finds; a file read on another thread is read again here, once, if a problem must be located.
+const documents = new WeakMap<ParsedConfig, Document>();
 
-const located = new WeakMap<ParsedConfig, FullParse>();
-
-/**
- * Where `path` is in a parsed file. Only a file with a problem is located, so its text is read
- * again by the full parser then, once for all its problems.
- */
+/** Where `path` is in a parsed file. */
 export function locate(parsed: ParsedConfig, path: readonly PropertyKey[]): Position {
-  let full = located.get(parsed);
-  if (full === undefined) located.set(parsed, (full = fullParse(parsed.text)));
-  return full.at(offsetOf(full.doc, path));
+  let doc = documents.get(parsed);
+  if (doc === undefined) documents.set(parsed, (doc = readDocument(parsed.text)));
+  return positions(parsed.text)(offsetOf(doc, path));
 }
 
-function fullParse(text: string): FullParse {
-  const { LineCounter, parseDocument } = yaml();
-  const lineCounter = new LineCounter();
-  const doc = parseDocument(text, {
-    lineCounter,
-    uniqueKeys: true,
-    prettyErrors: false,
-    strict: true,
-  });
-  return { doc, at: (offset) => position(text, lineCounter, offset) };
+function readDocument(text: string): Document {
+  return parseDocument(text, { uniqueKeys: true, prettyErrors: false, strict: true });
 }
 
 /** Reads `path` whole; throws ConfigError when it cannot be read. */
@@ -96,43 +76,57 @@ export async function readConfigText(path: string): Promise<string> {
   }
 }
 
+/** A problem found at an offset in the text, before it is given a line and a column. */
+type Found = { readonly offset: number; readonly message: string };
+
 /**
  * Parses and validates configuration text; `name` is used in error messages. With `around`, a
- * file the schema refuses is also checked for unset variables and unreadable key files, so that
- * the error lists every kind of problem at once.
+ * file that is refused is also checked for unset variables and unreadable key files, so that the
+ * error lists every kind of problem at once.
  */
 export function parseConfigText(text: string, name: string, around?: Surroundings): ParsedConfig {
-  const plain = readPlainYaml(text);
-  if (plain !== undefined) {
-    const result = FileSchema.safeParse(plain.value ?? {}, { reportInput: true });
-    if (result.success) return { file: result.data, text };
-  }
-  const { doc, at } = fullParse(text);
-  if (doc.errors.length > 0) {
-    throw new ConfigError(
-      name,
-      doc.errors.map((e) => ({ ...at(e.pos[0]), message: yamlMessage(e.code, e.message) })),
-    );
-  }
+  const doc = readDocument(text);
+  const broken = doc.errors.map((e) => e.pos[0]);
+  const found: Found[] = doc.errors.map((e) => ({
+    offset: e.pos[0],
+    message: yamlMessage(e.code, e.message),
+  }));
   let data: unknown;
   try {
-    data = doc.toJS({ maxAliasCount: 100 });
+    data = doc.toJS({ maxAliasCount: 100 }) ?? {};
   } catch (error) {
-    throw new ConfigError(name, [
-      { line: 1, col: 1, message: `YAML: ${(error as Error).message}` },
-    ]);
+    found.push({ offset: 0, message: `YAML: ${(error as Error).message}` });
+    throw refused(name, text, found);
   }
-  if (data === null || data === undefined) data = {};
   const result = FileSchema.safeParse(data, { reportInput: true });
-  if (!result.success) {
-    const problems = result.error.issues.flatMap((issue) => describeIssue(issue, doc, at));
-    for (const { path, message } of around ? environmentProblems(data, around) : []) {
-      problems.push({ ...at(offsetOf(doc, path)), message: `${where(path)}: ${message}` });
-    }
-    problems.sort((a, b) => a.line - b.line || a.col - b.col);
-    throw new ConfigError(name, problems);
+  if (result.success && found.length === 0) {
+    const parsed = { file: result.data, text };
+    documents.set(parsed, doc);
+    return parsed;
   }
-  return { file: result.data, text };
+  const aboutData = result.success
+    ? []
+    : result.error.issues.flatMap((issue) => describeIssue(issue, doc));
+  for (const { path, message } of around ? environmentProblems(data, around) : []) {
+    aboutData.push({
+      path,
+      offset: offsetOf(doc, path),
+      message: `${where(path)}: ${message}`,
+    });
+  }
+  // Where the parser met an error, what it made of the text is a guess: the schema's verdict on
+  // that guess would name lines the author did not get wrong.
+  for (const problem of aboutData) {
+    if (!broken.some((offset) => within(doc, problem.path, offset))) found.push(problem);
+  }
+  throw refused(name, text, found);
+}
+
+function refused(name: string, text: string, found: readonly Found[]): ConfigError {
+  const at = positions(text);
+  const problems = found.map(({ offset, message }) => ({ ...at(offset), message }));
+  problems.sort((a, b) => a.line - b.line || a.col - b.col);
+  return new ConfigError(name, problems);
 }
 
 function yamlMessage(code: string, message: string): string {
@@ -141,28 +135,36 @@ function yamlMessage(code: string, message: string): string {
   return `YAML: ${first}`;
 }
 
-// Columns count characters as a reader does (code points), not UTF-16 units: a key after an
-// emoji is at the column an editor shows.
-function position(text: string, lines: LineCounter, offset: number): Position {
-  const { line, col } = lines.linePos(offset);
-  const start = offset - (col - 1);
-  let characters = 0;
-  for (let i = start; i < offset; i++) {
-    const code = text.charCodeAt(i);
-    if (code < 0xdc00 || code > 0xdfff) characters++;
-  }
-  return { line, col: characters + 1 };
+/**
+ * Turns offsets in `text` into lines and columns. Lines end at LF (CRLF included), as the parser
+ * counts them; a lone CR ends no line. Columns count characters as a reader does (code points,
+ * not UTF-16 units, and no byte order mark): a key after an emoji is at the column an editor
+ * shows.
+ */
+function positions(text: string): (offset: number) => Position {
+  const lines = new LineCounter();
+  lines.addNewLine(0);
+  for (let i = text.indexOf("\n"); i !== -1; i = text.indexOf("\n", i + 1)) lines.addNewLine(i + 1);
+  return (offset) => {
+    const { line, col } = lines.linePos(offset);
+    let characters = 0;
+    for (let i = offset - (col - 1); i < offset; i++) {
+      const code = text.charCodeAt(i);
+      if ((code < 0xdc00 || code > 0xdfff) && !(i === 0 && code === 0xfeff)) characters++;
+    }
+    return { line, col: characters + 1 };
+  };
 }
 
-function describeIssue(
-  issue: z.core.$ZodIssue,
-  doc: Document,
-  at: (offset: number) => Position,
-): ConfigProblem[] {
+/** A schema problem: the data path it is about, and the offset it is reported at. */
+type SchemaProblem = Found & { readonly path: readonly PropertyKey[] };
+
+function describeIssue(issue: z.core.$ZodIssue, doc: Document): SchemaProblem[] {
   const path = issue.path;
   if (issue.code === "unrecognized_keys") {
     return issue.keys.map((key) => ({
-      ...at(keyOffset(doc, path, key)),
+      path: [...path, key],
+      offset: keyOffset(doc, path, key),
       message: `${where([...path, key])}: unknown key${suggestion(key, allowedKeys(path))}`,
     }));
   }
@@ -171,14 +173,16 @@ function describeIssue(
     const key = String(path[path.length - 1]);
     const parent = path.slice(0, -1);
     return issue.issues.map((inner) => ({
-      ...at(keyOffset(doc, parent, key)),
+      path,
+      offset: keyOffset(doc, parent, key),
       message: `${where(path)}: ${inner.message}`,
     }));
   }
-  if (issue.code === "invalid_type" && issue.input === undefined) {
-    return [{ ...at(offsetOf(doc, path)), message: `${where(path)}: ${missing(issue.message)}` }];
-  }
-  return [{ ...at(offsetOf(doc, path)), message: `${where(path)}: ${issue.message}` }];
+  const message =
+    issue.code === "invalid_type" && issue.input === undefined
+      ? missing(issue.message)
+      : issue.message;
+  return [{ path, offset: offsetOf(doc, path), message: `${where(path)}: ${message}` }];
 }
 
 function missing(message: string): string {
@@ -245,7 +249,6 @@ function unwrap(schema: z.ZodType): z.ZodType {
 // The node at `key` of a mapping or sequence, aliases followed; keys compare as the data does
 // (a YAML key `1` is the data's "1").
 function child(doc: Document, node: unknown, key: PropertyKey): Node | undefined {
-  const { isAlias, isMap, isScalar, isSeq } = yaml();
   const container = isAlias(node) ? node.resolve(doc) : node;
   if (isSeq(container)) return container.items[Number(key)] as Node | undefined;
   if (!isMap(container)) return undefined;
@@ -276,7 +279,6 @@ function keyOffset(doc: Document, path: readonly PropertyKey[], key: string): nu
 }
 
 function keyIn(doc: Document, node: unknown, key: string, otherwise: number): number {
-  const { isAlias, isMap, isScalar } = yaml();
   const map = isAlias(node) ? node.resolve(doc) : node;
   if (isMap(map)) {
     for (const pair of map.items) {
@@ -286,4 +288,40 @@ function keyIn(doc: Document, node: unknown, key: string, otherwise: number): nu
     }
   }
   return otherwise;
+}
+
+function rangeStart(node: unknown): number | undefined {
+  return (node as Node | null | undefined)?.range?.[0];
+}
+
+/**
+ * Whether `offset` lies in the entry `path` names, or in the deepest entry along it that the
+ * document has: an entry runs from its key (or its sequence item) to the next entry of its
+ * collection, or to its collection's end.
+ */
+function within(doc: Document, path: readonly PropertyKey[], offset: number): boolean {
+  let node: unknown = doc.contents;
+  let start = 0;
+  let end = Infinity;
+  for (const key of path) {
+    const container = isAlias(node) ? node.resolve(doc) : node;
+    let starts: Array<number | undefined>;
+    let index: number;
+    if (isSeq(container)) {
+      starts = container.items.map(rangeStart);
+      index = Number(key);
+      node = container.items[index];
+    } else if (isMap(container)) {
+      starts = container.items.map((pair) => rangeStart(pair.key) ?? rangeStart(pair.value));
+      index = container.items.findIndex(
+        (pair) => isScalar(pair.key) && String(pair.key.value) === String(key),
+      );
+      node = container.items[index]?.value;
+    } else break;
+    const from = starts[index];
+    if (from === undefined) break;
+    start = from;
+    end = starts.slice(index + 1).find((next) => next !== undefined) ?? end;
+  }
+  return start <= offset && offset < end;
 }

@@ -12,9 +12,10 @@ import type { ParseRequest } from "./parse-worker.js";
 // The worker is this module's sibling, compiled or not alike (tests run the sources).
 const WORKER = new URL(`./parse-worker${extname(fileURLToPath(import.meta.url))}`, import.meta.url);
 
-// Parsing runs at about 1 µs per byte (the YAML parser dominates): below this size it holds the
-// event loop for less time than a worker takes to start.
-const OFF_THREAD_BYTES = 32 * 1024;
+// Parsing runs at about 1 µs per byte once warm (the YAML parser dominates), twice that on a
+// loaded machine: below this size a reload holds the event loop for some 15 to 35 ms, less than
+// starting a worker costs.
+const OFF_THREAD_BYTES = 16 * 1024;
 
 /** Parses `text` for a reload, off the main thread when it is large; throws ConfigError. */
 export async function parseForReload(

@@ -136,7 +136,14 @@ export function redisSchema<Timeout extends z.ZodType<string, string | undefined
         })
         .prefault({})
         .describe("Verification of rediss:// connections, every node and Sentinel included."),
-      key_prefix: z.string().default("gatehouse:").describe("Prefix of every Redis key."),
+      key_prefix: z
+        .string()
+        .refine((prefix) => !/[{}]/.test(prefix), {
+          error:
+            'must not contain "{" or "}": Redis Cluster would take a brace for the hash tag that keeps all of a client\'s keys on one node',
+        })
+        .default("gatehouse:")
+        .describe("Prefix of every Redis key; no braces, which Redis Cluster reads as a hash tag."),
       timeout,
       on_outage: z
         .enum(["local", "open", "closed"], { error: "must be local, open or closed" })

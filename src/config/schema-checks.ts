@@ -109,23 +109,6 @@ export function checkMethodsOnce(route: { methods: readonly string[] }, ctx: Ctx
   });
 }
 
-/** No two routes have the same path. */
-export function checkDuplicateRoutes(routes: ReadonlyArray<{ path: string }>, ctx: Ctx): void {
-  const seen = new Map<string, number>();
-  routes.forEach((route, index) => {
-    const first = seen.get(route.path);
-    if (first !== undefined) {
-      problem(
-        ctx,
-        [index, "path"],
-        `duplicates routes[${first}]; merge their methods into one entry`,
-      );
-    } else {
-      seen.set(route.path, index);
-    }
-  });
-}
-
 /** A client has exactly one of secret_hash and secret_env. */
 export function checkClientSecret(
   client: { secret_hash?: string; secret_env?: string },

@@ -60,3 +60,16 @@ export const languageCode = z.string().regex(/^[a-z]{2,3}$/, {
 
 /** One of gatehouse's own paths, such as the token endpoint's. */
 export const ownPath = z.string().superRefine(checkOwnPath);
+
+/**
+ * A host name as a `Host` field carries it (RFC 1123 §2.1 labels): no scheme, port or path, which
+ * the admin listener's Host check ignores or never sees.
+ */
+export const hostName = z
+  .string()
+  .regex(
+    /^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$/,
+    {
+      error: "must be a host name such as gatehouse.internal, without a scheme, port or path",
+    },
+  );

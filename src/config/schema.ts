@@ -16,7 +16,6 @@ import {
 } from "./limits-schema.js";
 import {
   checkClientSecret,
-  checkDuplicateRoutes,
   checkLanguages,
   checkMethodsOnce,
   checkRoutePattern,
@@ -28,6 +27,7 @@ import {
   cidr,
   duration,
   headerName,
+  hostName,
   languageCode,
   listenAddress,
   ownPath,
@@ -96,7 +96,13 @@ export const FileSchema = z
       .regex(/^([A-Za-z_][A-Za-z0-9_]*)?$/, { error: "must be an environment variable name" })
       .default("")
       .describe(
-        "A variable holding the admin API's bearer token; every request but /metrics needs it.",
+        "A variable holding the admin token that /config and /limits need; /metrics and /version never do.",
+      ),
+    admin_hosts: z
+      .array(hostName)
+      .default([])
+      .describe(
+        "Names the admin listener answers to in Host, besides IP literals and localhost (any case, port ignored).",
       ),
     max_connections: positiveInt(
       "Open client connections on listen; at the cap the oldest idle one is closed for a new one.",
@@ -165,8 +171,11 @@ export const FileSchema = z
           .array(z.string().min(1))
           .default([])
           .describe("Public key PEM files still accepted, for rotation."),
+        verify_concurrency: positiveInt(
+          "Client secret verifications (scrypt) run at once; default: the number of CPUs.",
+        ).optional(),
         failure_limit: RateLimitSchema.prefault({ limit: 10, window: "1m" }).describe(
-          "Failed client authentications per client IP and per client id; refused bearer tokens per client IP.",
+          "Failed client authentications and refused bearer tokens per client IP (never per client id).",
         ),
       })
       .superRefine(checkTokens)
@@ -176,11 +185,7 @@ export const FileSchema = z
       .record(z.string().regex(/^[A-Za-z0-9_-]+$/, { error: "must be a plan name" }), PlanSchema)
       .default({})
       .describe('Named limit plans; "anonymous" applies to auth: none routes.'),
-    routes: z
-      .array(RouteSchema)
-      .superRefine(checkDuplicateRoutes)
-      .default([])
-      .describe("The allowlist; the first match wins."),
+    routes: z.array(RouteSchema).default([]).describe("The allowlist; the first match wins."),
     languages: z
       .strictObject({
         supported: z

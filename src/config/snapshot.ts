@@ -60,6 +60,8 @@ export interface Snapshot {
   readonly shutdown: { readonly delayMs: number; readonly graceMs: number };
   /** The admin API's bearer token, from `admin_token_env`; undefined when none is set. */
   readonly adminToken: string | undefined;
+  /** `admin_hosts`, lower-cased: host names compare without regard to case (RFC 4343). */
+  readonly adminHosts: readonly string[];
   /** What the file gets wrong without being invalid, each at its line: printed, never refused. */
   readonly warnings: readonly ConfigProblem[];
 }
@@ -142,7 +144,8 @@ export async function buildSnapshot(
       graceMs: durationMs(file.shutdown.grace),
     },
     adminToken: adminToken(file.admin_token_env, options.env, found),
-    warnings: configWarnings(file).map((warning) => locateProblem(parsed, warning)),
+    adminHosts: file.admin_hosts.map((name) => name.toLowerCase()),
+    warnings: configWarnings(file, options.env).map((warning) => locateProblem(parsed, warning)),
   };
   const problems = reported(found, options);
   if (problems.length > 0) {

@@ -1,6 +1,7 @@
 /**
  * What a valid configuration may still get wrong: settings that work for one process but not for
- * the fleet they are written for. `check` prints these and the start logs them; neither refuses.
+ * the fleet they are written for, and client secrets too short to stand against guessing. `check`
+ * prints these and the start logs them; neither refuses.
  */
 import type { FileConfig } from "./schema.js";
 
@@ -10,9 +11,22 @@ export interface ConfigWarning {
   readonly message: string;
 }
 
-/** The warnings that `file` deserves. */
-export function configWarnings(file: FileConfig): ConfigWarning[] {
+/** Characters below which a client secret is guessable by someone who can try many addresses. */
+const MIN_CLIENT_SECRET_CHARS = 32;
+
+/** The warnings that `file` deserves, its `secret_env` variables read from `env`. */
+export function configWarnings(file: FileConfig, env: NodeJS.ProcessEnv): ConfigWarning[] {
   const warnings: ConfigWarning[] = [];
+  for (const [index, client] of file.clients.entries()) {
+    const secret = client.secret_env === undefined ? undefined : env[client.secret_env];
+    // An unset variable is an error reported elsewhere; failures are limited per address only, so
+    // the secret's length is what stands against guesses spread over many addresses.
+    if (secret === undefined || secret === "" || secret.length >= MIN_CLIENT_SECRET_CHARS) continue;
+    warnings.push({
+      path: ["clients", index, "secret_env"],
+      message: `names ${client.secret_env}, which holds ${secret.length} characters; a client secret should be random and at least ${MIN_CLIENT_SECRET_CHARS} characters long (openssl rand -hex 32)`,
+    });
+  }
   const { signing } = file.tokens;
   if (
     file.limits.store === "redis" &&

@@ -16,6 +16,7 @@ export const ERROR_CODES = [
   "request_timeout",
   "payload_too_large",
   "uri_too_long",
+  "misdirected_request",
   "rate_limited",
   "quota_exceeded",
   "request_header_fields_too_large",
@@ -24,6 +25,7 @@ export const ERROR_CODES = [
   "bad_gateway",
   "not_ready",
   "limits_unavailable",
+  "temporarily_unavailable",
   "gateway_timeout",
   "http_version_not_supported",
 ] as const;

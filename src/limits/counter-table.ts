@@ -1,8 +1,9 @@
 /**
- * The memory store's counters: a table by slot and subject, and a binary min-heap of the same
- * counters ordered by their end, from which ended counters are swept in bounded steps so that
- * their memory is given back.
+ * The memory store's counters: a table by slot and subject, and a heap of the same counters
+ * ordered by their end (end-heap.ts), from which ended counters are swept in bounded steps so
+ * that their memory is given back.
  */
+import { createEndHeap } from "./end-heap.js";
 
 /** One counter. A new object replaces an ended one, so a heap entry for the old one is stale. */
 export interface Counter {
@@ -24,41 +25,17 @@ export interface CounterTable {
   sweep(nowMs: number, budget: number): void;
   /** Every counter held, ended ones not yet swept included. */
   all(): Iterable<Counter>;
-  /** How many counters are held, ended ones not yet swept included. */
-  size(): number;
+  /** What the table holds; see TableFootprint. */
+  footprint(): TableFootprint;
 }
 
-// Adds `counter` to the heap.
-function push(heap: Counter[], counter: Counter): void {
-  let index = heap.push(counter) - 1;
-  while (index > 0) {
-    const parent = (index - 1) >> 1;
-    const above = heap[parent] as Counter;
-    if (above.endsAt <= counter.endsAt) break;
-    heap[index] = above;
-    index = parent;
-  }
-  heap[index] = counter;
-}
-
-// Removes the heap's top, the counter that ends first.
-function popTop(heap: Counter[]): void {
-  const last = heap.pop() as Counter;
-  if (heap.length === 0) return;
-  let index = 0;
-  for (;;) {
-    const left = 2 * index + 1;
-    if (left >= heap.length) break;
-    const right = left + 1;
-    const child =
-      right < heap.length && (heap[right] as Counter).endsAt < (heap[left] as Counter).endsAt
-        ? right
-        : left;
-    if ((heap[child] as Counter).endsAt >= last.endsAt) break;
-    heap[index] = heap[child] as Counter;
-    index = child;
-  }
-  heap[index] = last;
+/** What a table holds, ended counters not yet swept included. */
+export interface TableFootprint {
+  readonly counters: number;
+  /** Slots with at least one counter: a slot's table goes with its last counter. */
+  readonly slots: number;
+  /** Entries waiting in the sweep's heap, those of replaced or removed counters included. */
+  readonly pending: number;
 }
 
 /** Creates an empty table. */
@@ -75,7 +52,15 @@ export function createCounterTable(): CounterTable {
     return found;
   };
   // Stale entries (replaced or removed counters) are skipped when they reach the top.
-  const heap: Counter[] = [];
+  const heap = createEndHeap<Counter>();
+  // A slot's table goes with its last counter: a quota names its period in its slot, so a table
+  // kept empty would stay for every period that ever was.
+  const forget = (slot: string, subject: string, only?: Counter): void => {
+    const owner = tables.get(slot);
+    if (owner === undefined || (only !== undefined && owner.get(subject) !== only)) return;
+    owner.delete(subject);
+    if (owner.size === 0) tables.delete(slot);
+  };
 
   return {
     live(slot, subject, nowMs) {
@@ -85,24 +70,22 @@ export function createCounterTable(): CounterTable {
     create(slot, subject, value, endsAt) {
       const counter: Counter = { slot, subject, value, endsAt };
       table(slot).set(subject, counter);
-      push(heap, counter);
+      heap.push(counter);
       return counter;
     },
     remove(slot, subject) {
-      tables.get(slot)?.delete(subject);
+      forget(slot, subject);
     },
     sweep(nowMs, budget) {
-      for (let n = 0; n < budget && heap.length > 0; n++) {
-        const top = heap[0] as Counter;
-        if (top.endsAt > nowMs) return;
-        popTop(heap);
-        const owner = tables.get(top.slot);
-        if (owner?.get(top.subject) === top) owner.delete(top.subject);
-      }
+      heap.takeEnded(nowMs, budget, (ended) => forget(ended.slot, ended.subject, ended));
     },
     *all() {
       for (const owner of tables.values()) yield* owner.values();
     },
-    size: () => [...tables.values()].reduce((total, owner) => total + owner.size, 0),
+    footprint: () => ({
+      counters: [...tables.values()].reduce((total, owner) => total + owner.size, 0),
+      slots: tables.size,
+      pending: heap.length,
+    }),
   };
 }

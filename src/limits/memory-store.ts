@@ -14,7 +14,12 @@ import {
   type Slot,
   type Where,
 } from "./counters.js";
-import { createCounterTable, type Counter, type CounterTable } from "./counter-table.js";
+import {
+  createCounterTable,
+  type Counter,
+  type CounterTable,
+  type TableFootprint,
+} from "./counter-table.js";
 import { systemClock, type Clock } from "../clock.js";
 
 /** One saved counter: its full key (`SLOT|SUBJECT`), its points and its end (epoch milliseconds). */
@@ -38,8 +43,8 @@ export interface MemoryStore extends CounterStore {
   save(nowMs: number): SavedCounter[];
   /** Puts saved counters back; those that ended by `nowMs` are left out. */
   restore(saved: readonly SavedCounter[], nowMs: number): void;
-  /** Counters held now, ended ones not yet swept included. */
-  size(): number;
+  /** What the store holds now, ended counters not yet swept included. */
+  footprint(): TableFootprint;
   /** Sweeps every ended counter now. */
   sweep(nowMs: number): void;
   /** Stops the background sweep. */
@@ -157,7 +162,7 @@ export function createMemoryStore(options: MemoryStoreOptions): MemoryStore {
         }
       }
     },
-    size: () => counters.size(),
+    footprint: () => counters.footprint(),
     sweep: (nowMs) => counters.sweep(nowMs, Number.POSITIVE_INFINITY),
     close: () => timer?.cancel(),
   };

@@ -4,7 +4,8 @@
  */
 import { resolve } from "node:path";
 import { durationMs } from "../config/duration.js";
-import type { FileConfig, QuotaConfig, RateLimitConfig } from "../config/schema.js";
+import { DEFAULT_RATE_NAME, limitsInForce } from "../config/limits-in-force.js";
+import type { FileConfig, PlanConfig, QuotaConfig, RateLimitConfig } from "../config/schema.js";
 import type { Slot } from "./counters.js";
 import type { Period } from "./windows.js";
 
@@ -115,9 +116,6 @@ function quotaRule(owner: string, config: QuotaConfig): QuotaRule {
   };
 }
 
-/** The single `rate_limit` form's name. */
-export const DEFAULT_RATE_NAME = "default";
-
 // The rate limits of a plan or a client override, in the file's order; undefined when it has none.
 function rateRules(
   owner: string,
@@ -151,12 +149,16 @@ export function compileLimits(
   }
   const clients = new Map<string, Plan>();
   for (const client of file.clients) {
-    // A client without `plan` uses the plan named `default` when one exists (README, Limits).
-    const base = plans.get(client.plan ?? "default");
+    const inForce = limitsInForce<PlanConfig>(client, file.plans);
+    const base = inForce.plan === undefined ? undefined : plans.get(inForce.plan);
     const owner = `client:${client.id}`;
-    // A client's own rate limits replace the plan's whole set.
-    const rates = rateRules(owner, client) ?? base?.rates ?? [];
-    const quota = client.quota === undefined ? base?.quota : quotaRule(owner, client.quota);
+    // What the client sets itself is counted under its own name, what its plan sets under the
+    // plan's: a reload that changes one keeps what the other counted.
+    const rates = (inForce.rates === client ? rateRules(owner, client) : base?.rates) ?? [];
+    const quota =
+      inForce.quota === client && client.quota !== undefined
+        ? quotaRule(owner, client.quota)
+        : base?.quota;
     if (rates.length === 0 && quota === undefined) continue;
     clients.set(client.id, { name: base?.name ?? owner, rates, quota });
   }

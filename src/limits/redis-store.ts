@@ -130,8 +130,10 @@ export function createRedisStore(
   const { client } = connection;
   const script = createScriptRunner(connection, COUNT_SCRIPT, settings.timeoutMs, clock);
   const fallback: MemoryStore | undefined =
-    settings.onOutage === "local" ? createMemoryStore({ now, where: "fallback" }) : undefined;
-  const blocks = createLocalBlocks();
+    settings.onOutage === "local"
+      ? createMemoryStore({ now, where: "fallback", clock })
+      : undefined;
+  const blocks = createLocalBlocks(now, clock);
   // Resets made by any replica reach this one's record of refusals through Redis pub/sub.
   const resetChannel = `${settings.keyPrefix}resets`;
   const resets = subscribe(client, resetChannel, (subject) => blocks.forget(subject));
@@ -166,7 +168,7 @@ export function createRedisStore(
       metrics.limiterRoundTrips.inc();
       return run(subject, slots, cost, force, nowMs).then(
         (counted) => {
-          if (!counted.added) blocks.record(subject, slots, counted);
+          if (!counted.added) blocks.record(subject, slots, cost, counted);
           return counted;
         },
         (error: unknown) =>
@@ -199,6 +201,7 @@ export function createRedisStore(
     },
     close() {
       fallback?.close();
+      blocks.close();
       script.close();
       resets.disconnect();
     },

@@ -39,6 +39,15 @@ const TOKEN_IN_QUERY = invalidRequest("send the token in the Authorization heade
 const INVALID = invalidToken("the bearer token is not valid");
 const EXPIRED = invalidToken("the bearer token has expired");
 const CLIENT_GONE = invalidToken("the bearer token's client is no longer configured");
+const UNAVAILABLE = Symbol("unavailable");
+// The failure limiter's store is down under `on_outage: closed`: 503, never a 401 or 429, which
+// would blame the client (under `open` and `local` the limiter answers and nothing fails).
+const LIMITS_UNAVAILABLE = errorReply(
+  503,
+  "limits_unavailable",
+  "the failure limiter cannot be reached; try again shortly",
+  { "retry-after": "1" },
+);
 
 // Beyond `tokens.failure_limit`, an IP's new tokens are refused unverified, as the limits refuse.
 function tooManyRefused(decision: FailureDecision, rule: FailureRule): Reply {
@@ -109,12 +118,18 @@ export function createAuthenticateStage(
     return undefined;
   };
 
+  // The failure limiter throws only when its store is down under `on_outage: closed`.
+  const limiterCall = <T>(ctx: RequestContext, call: Promise<T>): Promise<T | typeof UNAVAILABLE> =>
+    call.catch((error: unknown) => {
+      services.log.debug({ requestId: ctx.requestId, err: error }, "failures not counted");
+      return UNAVAILABLE;
+    });
+
   async function verifyNew(ctx: RequestContext, token: string, nowMs: number) {
     const ip = ctx.client.address;
-    // The flood guard is best effort: while its store cannot be reached (Redis down with
-    // on_outage open or closed), tokens are verified as usual and the limits stage decides.
-    const early = await failures.peek(ip).catch(() => undefined);
-    if (early !== undefined && !early.allowed) {
+    const early = await limiterCall(ctx, failures.peek(ip));
+    if (early === UNAVAILABLE) return LIMITS_UNAVAILABLE;
+    if (!early.allowed) {
       return refuse("bearer_rate_limited", tooManyRefused(early, settings.failureLimit));
     }
     let clientId: string;
@@ -124,8 +139,8 @@ export function createAuthenticateStage(
       if (!(error instanceof TokenRejected)) throw error;
       // An expired token was signed by us: its client is renewing, not forging.
       if (error.reason === "expired") return refuse("bearer_expired", EXPIRED);
-      await failures.failed(ip).catch(() => undefined);
-      return refuse("bearer_invalid", INVALID);
+      const counted = await limiterCall(ctx, failures.failed(ip));
+      return counted === UNAVAILABLE ? LIMITS_UNAVAILABLE : refuse("bearer_invalid", INVALID);
     }
     return accept(ctx, clientId);
   }

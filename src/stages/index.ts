@@ -4,6 +4,7 @@
  */
 import type { Snapshot } from "../config/snapshot.js";
 import { createFailureLimiter } from "../limits/failures.js";
+import { createOutage } from "../limits/outage.js";
 import { createAuthenticateStage } from "./authenticate.js";
 import { createCanonicalPathStage } from "./canonical-path.js";
 import { createClientStage } from "./client.js";
@@ -38,6 +39,7 @@ export function buildStages(config: Snapshot, deps: PipelineDeps): readonly Stag
     deps.limiterStore,
     config.tokens.failureLimit,
     services.now,
+    createOutage(config.limits.store, services.metrics),
   );
   return Object.freeze([
     // First, so that every answer (a 400 too) carries X-Request-Id.

@@ -4,6 +4,7 @@ import { createEnforcer, type PreparedPlan } from "../limits/enforce.js";
 import { renderDecision, type HeaderStyle } from "../limits/headers.js";
 import type { LimitsSettings } from "../limits/plans.js";
 import type { CounterStore } from "../limits/counters.js";
+import { createOutage } from "../limits/outage.js";
 import { errorReply, type Outcome, type RequestContext, type Stage } from "../core/context.js";
 import type { Services } from "../core/services.js";
 
@@ -60,12 +61,12 @@ export function createLimitsStage(
   // Counting failed: Redis is down or slower than `redis.timeout` (with `on_outage: local` the
   // memory fallback answers instead, and nothing fails). `open` forwards the request uncounted,
   // without limit headers; `closed` answers 503.
-  const policy = settings.store.kind === "redis" ? settings.store.onOutage : "closed";
+  const outage = createOutage(settings.store, services.metrics);
   const unavailable = (ctx: RequestContext, error: unknown): Outcome => {
-    services.metrics.limiterStoreErrors.inc({ on_outage: policy });
+    const passes = outage.passes();
     // The outage itself is logged once by the store; each request only at debug level.
     services.log.debug({ requestId: ctx.requestId, err: error }, "limits not counted");
-    if (policy === "closed") {
+    if (!passes) {
       ctx.decision = "limits_unavailable";
       return LIMITS_UNAVAILABLE;
     }

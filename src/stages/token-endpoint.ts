@@ -22,7 +22,7 @@ import {
   type ClientCredentials,
   type TokenRequestFields,
 } from "../tokens/request.js";
-import { verifySecret } from "../tokens/secrets.js";
+import { createClientAuthenticator, type ClientAuthenticator } from "../tokens/client-auth.js";
 import { fieldLines } from "../http/field-lines.js";
 
 /** The JWKS path (RFC 8615 well-known URI). */
@@ -85,6 +85,15 @@ const UNSUPPORTED_GRANT = oauthError(
 const JWKS_WRONG_METHOD = errorReply(405, "method_not_allowed", "the JWKS answers GET and HEAD", {
   allow: "GET, HEAD",
 });
+
+// RFC 6749 §4.1.2.1 defines `temporarily_unavailable` for the authorization endpoint; the token
+// endpoint answers it in the same sense, in §5.2's format. RFC 9110 §10.2.3: retry after a second.
+const TEMPORARILY_UNAVAILABLE = oauthError(
+  503,
+  "temporarily_unavailable",
+  "too many client authentications are being checked; retry after 1 second",
+  { "retry-after": "1" },
+);
 
 function rateLimited(decision: FailureDecision): Reply {
   return oauthError(
@@ -177,6 +186,7 @@ const LIMITS_UNAVAILABLE = new GatehouseError(
 interface Endpoint {
   readonly settings: TokenSettings;
   readonly failures: FailureLimiter;
+  readonly clients: ClientAuthenticator;
   readonly services: Services;
   /** Milliseconds the body may take to arrive once it is wanted. */
   readonly bodyMs: number;
@@ -184,8 +194,8 @@ interface Endpoint {
   readonly bodyTimeout: Reply;
 }
 
-// The limiter store is the only part that may fail for reasons outside the request (Redis);
-// the brute-force guard then fails closed.
+// The limiter store is the only part that may fail for reasons outside the request (Redis); the
+// failure limiter throws only under \`on_outage: closed\` (under \`local\` and \`open\` it answers).
 async function limiterCall<T>(endpoint: Endpoint, call: Promise<T>): Promise<T> {
   try {
     return await call;
@@ -237,7 +247,8 @@ async function serveToken(
 ): Promise<Outcome> {
   const { settings, failures, services } = endpoint;
   const ip = ctx.client.address;
-  // Beyond the limit every attempt from the IP is refused, a malformed one too (RFC 6749 §2.3.1).
+  // Beyond the limit every attempt from the address is refused, a malformed one too
+  // (RFC 6749 §2.3.1); attempts are counted per address only, so naming a client locks no one out.
   const early = await limiterCall(endpoint, failures.peek(ip));
   if (!early.allowed) return fail(endpoint, "rate_limited", rateLimited(early));
   if (basic === "malformed") return fail(endpoint, "malformed_credentials", INVALID_CLIENT);
@@ -247,18 +258,23 @@ async function serveToken(
       ? fail(endpoint, "no_credentials", credentials)
       : credentials;
   }
-  const keys = { ip, clientId: credentials.id };
-  const decision = await limiterCall(endpoint, failures.attempt(keys));
+  const decision = await limiterCall(endpoint, failures.attempt(ip));
   if (!decision.allowed) {
     services.log.warn({ requestId: ctx.requestId, ip }, "client authentication failure limit");
     return fail(endpoint, "rate_limited", rateLimited(decision));
   }
-  const record = settings.clients.secrets.get(credentials.id);
-  // An unknown id is checked against the dummy so it costs what a wrong secret costs.
-  const matches = await verifySecret(credentials.secret, record ?? settings.clients.dummy);
-  if (record === undefined || !matches) {
-    const reason = record === undefined ? "unknown_client" : "wrong_secret";
-    return fail(endpoint, reason, INVALID_CLIENT);
+  const checked = await endpoint.clients.check(credentials.id, credentials.secret);
+  if (checked === "busy") {
+    // The secret was never checked, so this was no guess: the attempt is taken back.
+    await limiterCall(endpoint, failures.succeeded(decision));
+    return TEMPORARILY_UNAVAILABLE;
+  }
+  if (checked === "refused") {
+    const listed = settings.clients.secrets.has(credentials.id);
+    // Per client id, so an operator sees a guessing campaign that no address's count shows;
+    // ids the config does not list share one label, so a guesser cannot grow the label set.
+    services.metrics.tokenFailures.inc({ client: listed ? credentials.id : "unknown" });
+    return fail(endpoint, listed ? "wrong_secret" : "unknown_client", INVALID_CLIENT);
   }
   await limiterCall(endpoint, failures.succeeded(decision));
   const issued = await issueToken(settings, credentials.id, services.now());
@@ -295,6 +311,12 @@ export function createTokenEndpointStage(
   const endpoint: Endpoint = {
     settings,
     failures,
+    clients: createClientAuthenticator(
+      settings.clients,
+      settings.verifyConcurrency,
+      services.clock,
+      services.metrics,
+    ),
     services,
     bodyMs,
     // RFC 9110 §15.5.9: 408 closes the connection; the rest of a trickled body is never read.

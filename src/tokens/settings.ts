@@ -3,6 +3,7 @@
  * read and imported, secrets resolved from the environment, hashes parsed. A problem is pushed with
  * its config path, so it is reported at its line like a schema error.
  */
+import { availableParallelism } from "node:os";
 import { durationMs } from "../config/duration.js";
 import { readPem, unsetVariable } from "../config/environment.js";
 import type { FileConfig } from "../config/schema.js";
@@ -25,6 +26,7 @@ import {
   type PlainSecrets,
   type SecretRecord,
 } from "./secrets.js";
+import { createRememberedSecrets, type RememberedSecrets } from "./remembered.js";
 
 /** The clients allowed to obtain tokens. */
 export interface ClientRegistry {
@@ -32,6 +34,8 @@ export interface ClientRegistry {
   readonly secrets: ReadonlyMap<string, SecretRecord>;
   /** Checked for an unknown id, so it costs what a wrong secret costs. */
   readonly dummy: SecretRecord;
+  /** Secrets that matched before, forgotten with this registry (a reload starts afresh). */
+  readonly remembered: RememberedSecrets;
 }
 
 /** Everything the token endpoint and the bearer stage need, precomputed. */
@@ -44,10 +48,9 @@ export interface TokenSettings {
   readonly clockToleranceSeconds: number;
   readonly keys: KeyRing;
   readonly clients: ClientRegistry;
-  /**
-   * Failed client authentications allowed per window, per client IP and per client id; refused
-   * bearer tokens count per client IP.
-   */
+  /** Secret verifications (scrypt) run at once; `tokens.verify_concurrency`. */
+  readonly verifyConcurrency: number;
+  /** Failed client authentications and refused bearer tokens allowed per window, per client IP. */
   readonly failureLimit: FailureRule;
   /** True when no key is configured and the process's generated key signs. */
   readonly ephemeralKey: boolean;
@@ -135,6 +138,7 @@ async function previousKeys(
 
 async function clientRegistry(
   clients: FileConfig["clients"],
+  ttlMs: number,
   context: TokenBuildContext,
 ): Promise<ClientRegistry> {
   const entries = await Promise.all(
@@ -159,7 +163,12 @@ async function clientRegistry(
   const secrets = new Map(entries.filter((entry) => entry !== undefined));
   // The dummy costs what the configured secrets cost: hash-secret gives them all one cost.
   const first = secrets.values().next();
-  return { secrets, dummy: dummyRecord(first.done ? DEFAULT_SCRYPT : first.value.params) };
+  return {
+    secrets,
+    dummy: dummyRecord(first.done ? DEFAULT_SCRYPT : first.value.params),
+    // A verification is trusted without being repeated no longer than the token it earned lives.
+    remembered: createRememberedSecrets(ttlMs),
+  };
 }
 
 /** Compiles the token settings; problems go to `context.problems`. */
@@ -168,20 +177,22 @@ export async function compileTokens(
   context: TokenBuildContext,
 ): Promise<TokenSettings> {
   const { tokens } = file;
+  const ttlMs = durationMs(tokens.ttl);
   const [configured, previous, clients] = await Promise.all([
     currentKey(tokens.signing, context),
     previousKeys(tokens, context),
-    clientRegistry(file.clients, context),
+    clientRegistry(file.clients, ttlMs, context),
   ]);
   const current = configured ?? (await context.ephemeralKeys.get(tokens.signing.algorithm));
   return {
     path: tokens.path,
     issuer: tokens.issuer,
     audience: tokens.audience,
-    ttlSeconds: Math.ceil(durationMs(tokens.ttl) / 1000),
+    ttlSeconds: Math.ceil(ttlMs / 1000),
     clockToleranceSeconds: durationMs(tokens.clock_tolerance) / 1000,
     keys: keyRing(current, previous),
     clients,
+    verifyConcurrency: tokens.verify_concurrency ?? availableParallelism(),
     failureLimit: {
       limit: tokens.failure_limit.limit,
       windowMs: durationMs(tokens.failure_limit.window),

@@ -108,3 +108,14 @@ export async function startTestGatehouse(
 export function configFor(upstreamUrl: string, extra = ""): string {
   return `upstream:\n  url: ${upstreamUrl}\n  timeout: 2s\nshutdown:\n  grace: 2s\n${extra}`;
 }
+
+/** YAML: an `anonymous` plan of `limit` requests an hour, counting the `auth: none` route /open. */
+export function anonymousOpenRoute(limit: number): string {
+  return `  anonymous:
+    rate_limit: { limit: ${limit}, window: 1h }
+routes:
+  - path: /open
+    methods: [GET]
+    auth: none
+`;
+}

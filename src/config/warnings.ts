@@ -24,7 +24,7 @@ export function configWarnings(file: FileConfig, env: NodeJS.ProcessEnv): Config
     if (secret === undefined || secret === "" || secret.length >= MIN_CLIENT_SECRET_CHARS) continue;
     warnings.push({
       path: ["clients", index, "secret_env"],
-      message: `names ${client.secret_env}, which holds ${secret.length} characters; a client secret should be random and at least ${MIN_CLIENT_SECRET_CHARS} characters long (openssl rand -hex 32)`,
+      message: `names ${client.secret_env}, which holds ${secret.length} character${secret.length === 1 ? "" : "s"}; a client secret should be random and at least ${MIN_CLIENT_SECRET_CHARS} characters long (openssl rand -hex 32)`,
     });
   }
   const { signing } = file.tokens;

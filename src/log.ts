@@ -53,8 +53,21 @@ const LOG_LINE_ROOM = 16384;
 // The most UTF-8 bytes one UTF-16 code unit can take.
 const UTF8_PER_UNIT = 3;
 
+// pino's err serializer takes any object with a message for an error and logs it as type
+// "Object" with an empty stack. An Error keeps pino's form (type, message, stack, and Node's code,
+// syscall, address); a plain object, whose fields were picked because the error carries a secret,
+// is logged as given. A system error (ECONNREFUSED) loses its stack: it lists only Node's own
+// frames, and an unreachable upstream logs one line per request.
+function errorFields(err: unknown): unknown {
+  if (!(err instanceof Error)) return err;
+  const fields: { stack?: string } = pino.stdSerializers.err(err);
+  if ((err as NodeJS.ErrnoException).syscall !== undefined) delete fields.stack;
+  return fields;
+}
+
 const OPTIONS = {
   base: { service: "gatehouse" },
+  serializers: { err: errorFields },
   timestamp: isoTime,
   // The level as a word ("warn"), which a reader or a log pipeline understands without pino's table.
   formatters: { level: (label: string) => ({ level: label }) },

@@ -12,6 +12,7 @@ import { startTestRedis } from "./helpers/redis.js";
 import { clientsYaml, obtainToken, type TestClient } from "./helpers/tokens.js";
 import { startUpstream } from "./helpers/upstream.js";
 import { metric } from "./helpers/metrics.js";
+import { refusingPort } from "./helpers/ports.js";
 
 const upstream = await startUpstream();
 t.teardown(() => upstream.close());
@@ -161,7 +162,16 @@ t.test("the admin token: refused without it, allowed with it; /metrics needs non
   t.equal((await fetch(`${g.adminUrl}/metrics`)).status, 200, "Prometheus scrapes without a token");
   const refused = await cli(["limits", "show", "reporting-app", "--admin", g.adminUrl]);
   t.equal(refused.code, 1, "the CLI without the token fails");
-  t.match(refused.stderr, /401 unauthorized/);
+  t.equal(
+    refused.stderr,
+    "gatehouse limits: 401 unauthorized: the admin API needs its bearer token\n" +
+      "set $GATEHOUSE_ADMIN_TOKEN to the admin token (the value of the variable admin_token_env names)\n",
+  );
+  const wrong = await cli(["limits", "show", "reporting-app", "--admin", g.adminUrl], {
+    GATEHOUSE_ADMIN_TOKEN: "wrong",
+  });
+  t.equal(wrong.code, 1);
+  t.match(wrong.stderr, /\n\$GATEHOUSE_ADMIN_TOKEN is not the admin token: /);
   const allowed = await cli(["limits", "reset", "reporting-app", "--admin", g.adminUrl], {
     GATEHOUSE_ADMIN_TOKEN: adminToken,
   });
@@ -179,6 +189,12 @@ t.test("a non-loopback admin listener without a token refuses reads and resets",
     status: 403,
     body: { error: "admin_token_required" },
   });
+  const reset = await cli(["limits", "reset", "reporting-app", "--admin", g.adminUrl]);
+  t.equal(reset.code, 1);
+  t.match(
+    reset.stderr,
+    /^gatehouse limits: 403 admin_token_required: .*\nadmin_listen is reachable from other machines, so resets need an admin token: set admin_token_env in the config, then \$GATEHOUSE_ADMIN_TOKEN here\n$/,
+  );
 });
 
 t.test("admin_token_env naming an unset variable is a config error", async (t) => {
@@ -216,11 +232,26 @@ t.test("gatehouse limits show and reset against a running gatehouse", async (t) 
   const unknown = await cli(["limits", "show", "nobody", "--admin", g.adminUrl]);
   t.equal(unknown.code, 1, "an unknown client fails");
   t.match(unknown.stderr, /404 not_found/);
-  t.equal((await cli(["limits", "show"])).code, 2, "usage");
-  t.equal((await cli(["limits", "frob", "x"])).code, 2, "usage");
-  const closed = await cli(["limits", "show", "x", "--admin", "http://127.0.0.1:1"]);
+  const help = await cli(["help", "limits"]);
+  const noId = await cli(["limits", "show"]);
+  t.equal(noId.code, 2, "usage");
+  t.equal(
+    noId.stderr,
+    `gatehouse: limits show needs a client id, or an address with --address\n${help.stdout}`,
+  );
+  const frob = await cli(["limits", "frob", "x"]);
+  t.equal(frob.code, 2, "usage");
+  t.equal(
+    frob.stderr,
+    `gatehouse: limits takes show or reset, then a client id or an address\n${help.stdout}`,
+  );
+  const port = await refusingPort();
+  const closed = await cli(["limits", "show", "x", "--admin", `http://127.0.0.1:${port}`]);
   t.equal(closed.code, 1, "the admin API unreachable");
-  t.match(closed.stderr, /cannot be reached/);
+  t.equal(
+    closed.stderr,
+    `gatehouse limits: cannot reach the admin API at http://127.0.0.1:${port} (ECONNREFUSED); point to it with --admin URL or $GATEHOUSE_ADMIN_URL\n`,
+  );
 });
 
 async function withRedis(t: Test): Promise<string> {

@@ -6,7 +6,7 @@ import t from "tap";
 // The CLI is tested by running the built command (`npm test` builds before tap runs).
 const CLI = "dist/src/cli.js";
 const { version } = JSON.parse(await readFile("package.json", "utf8")) as { version: string };
-const COMMANDS = ["run", "check", "hash-secret", "keygen", "pubkey", "version", "help"];
+const COMMANDS = ["run", "check", "hash-secret", "keygen", "pubkey", "limits", "version", "help"];
 
 function gatehouse(args: string[], input = "", env: NodeJS.ProcessEnv = {}) {
   return spawnSync(process.execPath, [CLI, ...args], {
@@ -57,12 +57,21 @@ t.test("help COMMAND and COMMAND --help print that command's help", async (t) =>
 t.test("usage errors exit 2 and say what was wrong", async (t) => {
   for (const [args, message] of [
     [["frobnicate"], /unknown command "frobnicate"/],
-    [["--bogus"], /Unknown option '--bogus'/],
+    [
+      ["--bogus"],
+      /^gatehouse: unknown option --bogus; gatehouse help lists every command and its options\nusage:\n/,
+    ],
+    [["-v"], /^gatehouse: unknown option -v; gatehouse help lists every command and its options\n/],
+    [["--json=yes", "limits"], /^gatehouse: --json takes no value\n/],
+    [
+      ["--config", "--json"],
+      /--config needs a value \(for one that starts with -, write --config=--json\)/,
+    ],
     [["keygen", "--config", "x.yaml"], /--config is an option of run and check, not of keygen/],
     [["check", "--alg", "ES256"], /--alg is an option of keygen, not of check/],
     [["pubkey", "a.pem", "b.pem"], /unexpected argument "b\.pem": gatehouse pubkey \[FILE\]/],
     [["check", "extra"], /unexpected argument "extra"/],
-    [["--config"], /argument missing/],
+    [["--config"], /^gatehouse: --config needs a value\n/],
   ] as const) {
     const result = gatehouse([...args]);
     t.equal(result.status, 2, args.join(" "));

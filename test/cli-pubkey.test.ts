@@ -56,7 +56,12 @@ t.test("pubkey refuses what is not a signing key gatehouse can use", async (t) =
   t.equal(wrongKind.status, 1);
   t.match(
     wrongKind.stderr,
-    /is a rsa key; gatehouse signs with Ed25519 \(EdDSA\) or P-256 \(ES256\)/,
+    /^gatehouse: stdin is an RSA key; gatehouse signs with Ed25519 \(EdDSA\) or P-256 \(ES256\) keys\n$/,
   );
   t.equal(wrongKind.stdout, "");
+  const p384 = generateKeyPairSync("ec", { namedCurve: "P-384" }).privateKey.export({
+    type: "pkcs8",
+    format: "pem",
+  }) as string;
+  t.match(gatehouse(["pubkey"], p384).stderr, /^gatehouse: stdin is an EC key on secp384r1; /);
 });

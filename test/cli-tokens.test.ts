@@ -1,6 +1,8 @@
 /** `gatehouse keygen` and `gatehouse hash-secret`, run as the built command. */
 import { spawn, spawnSync } from "node:child_process";
-import { readFile } from "node:fs/promises";
+import { mkdtemp, readFile, stat, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import t from "tap";
 import { importPKCS8 } from "jose";
 import { parse } from "yaml";
@@ -35,6 +37,38 @@ t.test("keygen prints a PKCS#8 PEM key for EdDSA (default) or ES256", async (t) 
     await t.resolves(importPKCS8(result.stdout, alg), `a ${alg} key`);
   }
   t.not(gatehouse(["keygen"]).stdout, gatehouse(["keygen"]).stdout, "a new key each time");
+});
+
+t.test("keygen --out writes the key for its owner only, and never over a file", async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), "gatehouse-keygen-"));
+  const file = join(dir, "signing.pem");
+  const written = gatehouse(["keygen", "--alg", "ES256", "--out", file]);
+  t.equal(written.status, 0);
+  t.equal(written.stderr, "");
+  t.notMatch(written.stdout, /PRIVATE KEY/, "nothing secret on stdout");
+  t.equal(
+    written.stdout,
+    `wrote a new ES256 signing key to ${file}; its public half: gatehouse pubkey ${file}\n`,
+  );
+  t.equal((await stat(file)).mode & 0o777, 0o600);
+  const pem = await readFile(file, "utf8");
+  await t.resolves(importPKCS8(pem, "ES256"));
+
+  const again = gatehouse(["keygen", "-o", file]);
+  t.equal(again.status, 1);
+  t.equal(
+    again.stderr,
+    `gatehouse: ${file} already exists; keygen never overwrites a key (move it away first, or choose another --out)\n`,
+  );
+  t.equal(again.stdout, "");
+  t.equal(await readFile(file, "utf8"), pem, "the existing key is untouched");
+
+  const other = join(dir, "other.pem");
+  await writeFile(other, "");
+  t.equal(gatehouse(["keygen", "--out", other]).status, 1, "an empty file is not replaced either");
+  const nowhere = gatehouse(["keygen", "--out", join(dir, "missing", "k.pem")]);
+  t.equal(nowhere.status, 1);
+  t.match(nowhere.stderr, /^gatehouse: cannot write .*k\.pem \(ENOENT\)\n$/);
 });
 
 t.test("keygen refuses other algorithms; --alg belongs to keygen", async (t) => {

@@ -180,6 +180,30 @@ t.test(
   },
 );
 
+// What a CI job can run on the examples without their secrets: the variables (REPORTING_APP_SECRET)
+// and the mounted key exist only where they are deployed, and check --no-env does not ask for them.
+t.test("each example's config passes gatehouse check --no-env", async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), "gatehouse-deploy-check-"));
+  const kubeConfigPath = join(dir, "proxy.config.yaml");
+  await writeFile(kubeConfigPath, configMapText as string);
+  const env: NodeJS.ProcessEnv = { ...process.env, GATEHOUSE_CONFIG: "" };
+  delete env.REPORTING_APP_SECRET;
+  for (const path of [composeConfigPath, kubeConfigPath]) {
+    const check = (...options: string[]) =>
+      spawnSync(process.execPath, ["dist/src/cli.js", "check", "--config", path, ...options], {
+        encoding: "utf8",
+        env,
+      });
+    const withEnvironment = check();
+    t.equal(withEnvironment.status, 1, `${path}: its secrets are not here`);
+    t.match(withEnvironment.stderr, /REPORTING_APP_SECRET, which is not set/);
+    const away = check("--no-env");
+    t.equal(away.stderr, "", path);
+    t.equal(away.status, 0, path);
+    t.match(away.stdout, /: ok \(/);
+  }
+});
+
 t.test("compose: the admin token comes from a git-ignored env file README makes", async (t) => {
   const name = composeConfig.file.admin_token_env;
   t.not(name, "", "admin_token_env is set: the admin listener is on every interface");

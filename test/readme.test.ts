@@ -1,3 +1,4 @@
+import { execFileSync } from "node:child_process";
 import { readFile } from "node:fs/promises";
 import t from "tap";
 import { configJsonSchema } from "../src/config/json-schema.js";
@@ -53,4 +54,17 @@ t.test("the README's two commands are the ones CI runs", async (t) => {
   const ci = await readFile(".ci/run", "utf8");
   t.match(ci, /^npm ci /m);
   t.match(ci, /^npm test$/m);
+});
+
+// The usage block is what a reader copies commands from: it shows every command the CLI has, as
+// `gatehouse help` (run from the build, as a user would) prints it.
+t.test("the README's usage block lists exactly the commands of gatehouse help", async (t) => {
+  const readme = await readFile("README.md", "utf8");
+  const block = /## Command line\n\n```\n([\s\S]*?)```/.exec(readme)?.[1] ?? "";
+  const help = execFileSync(process.execPath, ["dist/src/cli.js", "help"], { encoding: "utf8" });
+  // Each line is the usage and the summary, apart by two spaces or more (the alignment differs).
+  const entries = (text: string) =>
+    [...text.matchAll(/^ *(gatehouse .*?) {2,}(\S.*)$/gm)].map((m) => [m[1], m[2]]);
+  t.ok(entries(help).length >= 8);
+  t.strictSame(entries(block), entries(help));
 });

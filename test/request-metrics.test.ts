@@ -1,6 +1,10 @@
 import { Registry } from "prom-client";
 import t from "tap";
 import { RequestMetrics } from "../src/request-metrics.js";
+import { configFor, startTestGatehouse } from "./helpers/gatehouse.js";
+import { sampleValue, scrape } from "./helpers/metrics.js";
+import { clientsYaml, obtainToken } from "./helpers/tokens.js";
+import { startUpstream } from "./helpers/upstream.js";
 
 // The request metrics are kept outside prom-client's labelled metrics for speed; what a scrape
 // reads must still be the Prometheus text format, with cumulative buckets.
@@ -48,4 +52,43 @@ t.test("a registry reset clears the recorded requests", async (t) => {
   const text = await registry.metrics();
   t.notMatch(text, /gatehouse_requests_total\{/);
   t.match(text, /^gatehouse_upstream_duration_seconds_count 0$/m);
+});
+
+// Token, JWKS and health requests have no route pattern; each of gatehouse's own endpoints has
+// its own route value, so their traffic and latency are not lumped with 404s under "-".
+t.test("gatehouse's own endpoints are counted and logged under their own route", async (t) => {
+  const upstream = await startUpstream();
+  t.teardown(() => upstream.close());
+  const client = { id: "metrics-app", secret: "a-secret-for-the-route-label-test" };
+  const g = await startTestGatehouse(
+    configFor(
+      upstream.url,
+      `${await clientsYaml([client])}routes:\n  - path: /v1/items\n    methods: [GET]\n`,
+    ),
+  );
+  t.teardown(() => g.close());
+  await obtainToken(g.url, client);
+  for (const path of ["/.well-known/jwks.json", "/healthz", "/readyz", "/nowhere"]) {
+    await (await fetch(`${g.url}${path}`)).arrayBuffer();
+  }
+  const text = await scrape(g);
+  for (const [route, status] of [
+    ["token", "200"],
+    ["jwks", "200"],
+    ["liveness", "200"],
+    ["readiness", "200"],
+    ["-", "404"],
+  ] as const) {
+    t.equal(sampleValue(text, "gatehouse_requests_total", { route, status }), 1, route);
+    t.equal(sampleValue(text, "gatehouse_request_duration_seconds_count", { route }), 1, route);
+  }
+  const routes = g.logs.filter((l) => l.msg === "request").map((l) => [l.path, l.route]);
+  // Sorted by path: a line is written when its response closes, which need not be in order.
+  t.strictSame(routes.sort(), [
+    ["/.well-known/jwks.json", "jwks"],
+    ["/healthz", "liveness"],
+    ["/nowhere", "-"],
+    ["/oauth/token", "token"],
+    ["/readyz", "readiness"],
+  ]);
 });

@@ -135,6 +135,11 @@ t.test(
       lines[0],
       `${path}:15:17 warning: clients[0].secret_env: names SHORT_CLIENT_SECRET, which holds 31 characters`,
     );
+    const single = spawnSync(process.execPath, [CLI, "check", "--config", path], {
+      encoding: "utf8",
+      env: { ...env, SHORT_CLIENT_SECRET: "x" },
+    });
+    t.match(single.stderr, /names SHORT_CLIENT_SECRET, which holds 1 character; /);
 
     const cli = await startCli(["--config", path], env);
     const warned = cli.lines().filter((line) => line.level === "warn");

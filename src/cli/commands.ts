@@ -8,6 +8,8 @@ export interface CommandInput {
   readonly values: Readonly<Record<string, string | boolean | undefined>>;
   readonly positionals: readonly string[];
   readonly env: NodeJS.ProcessEnv;
+  /** The command's usage and help, printed after a usage error. */
+  readonly help: string;
 }
 
 /** One command. */
@@ -34,6 +36,8 @@ export const OPTIONS = {
   address: { type: "boolean" },
   admin: { type: "string" },
   json: { type: "boolean" },
+  out: { type: "string", short: "o" },
+  "no-env": { type: "boolean" },
 } as const;
 
 const CONFIG_HELP = `--config FILE, -c FILE  the configuration file (default: $GATEHOUSE_CONFIG, else ./proxy.config.yaml)`;
@@ -51,13 +55,13 @@ export const COMMANDS: readonly Command[] = [
   },
   {
     name: "check",
-    usage: "check [--config FILE]",
+    usage: "check [--config FILE] [--no-env]",
     summary: "validate the file; print every problem as FILE:LINE:COL message",
-    help: `Exits 1 when the file has an error; warnings (FILE:LINE:COL warning: ...) leave it at 0.\n${CONFIG_HELP}`,
-    options: ["config"],
+    help: `Exits 1 when the file has an error; warnings (FILE:LINE:COL warning: ...) leave it at 0.\n${CONFIG_HELP}\n--no-env                check the file away from its deployment (in CI): unset variables and\n                        missing key files are not reported; every other problem is`,
+    options: ["config", "no-env"],
     maxArgs: 0,
     run: async ({ values, env }) =>
-      (await import("./serve.js")).check(configPath(values, env), env),
+      (await import("./serve.js")).check(configPath(values, env), env, values["no-env"] === true),
   },
   {
     name: "hash-secret",
@@ -70,12 +74,16 @@ export const COMMANDS: readonly Command[] = [
   },
   {
     name: "keygen",
-    usage: "keygen [--alg EdDSA|ES256]",
-    summary: "print a new PKCS#8 PEM signing key",
-    help: "For tokens.signing.key_file: gatehouse keygen > keys/signing.pem (HS256 uses a secret in\nsecret_env instead).\n--alg EdDSA|ES256  the key's algorithm (default EdDSA)",
-    options: ["alg"],
+    usage: "keygen [--alg EdDSA|ES256] [--out FILE]",
+    summary: "write a new PKCS#8 PEM signing key to FILE (mode 0600), or print it",
+    help: "For tokens.signing.key_file: gatehouse keygen --out keys/signing.pem (HS256 uses a secret in\nsecret_env instead).\n--alg EdDSA|ES256      the key's algorithm (default EdDSA)\n--out FILE, -o FILE   write the key to FILE, readable by its owner only; an existing FILE is\n                      never overwritten. Without --out the key is printed on stdout.",
+    options: ["alg", "out"],
     maxArgs: 0,
-    run: async ({ values }) => (await import("./keys.js")).keygen(String(values.alg ?? "EdDSA")),
+    run: async ({ values }) =>
+      (await import("./keys.js")).keygen(
+        String(values.alg ?? "EdDSA"),
+        typeof values.out === "string" ? values.out : undefined,
+      ),
   },
   {
     name: "pubkey",
@@ -148,8 +156,11 @@ export function help(name: string | undefined): number {
     process.stderr.write(`gatehouse: no command ${JSON.stringify(name)}\n${usage()}`);
     return 2;
   }
-  process.stdout.write(
-    `usage: gatehouse ${command.usage}\n\n${command.summary}.\n${command.help}\n`,
-  );
+  process.stdout.write(commandHelp(command));
   return 0;
+}
+
+/** The usage line, summary and help of `command`. */
+export function commandHelp(command: Command): string {
+  return `usage: gatehouse ${command.usage}\n\n${command.summary}.\n${command.help}\n`;
 }

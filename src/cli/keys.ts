@@ -1,19 +1,42 @@
 /** `gatehouse keygen`, `pubkey` and `hash-secret`: the key and the secrets a config names. */
 import { createPrivateKey, createPublicKey, type KeyObject } from "node:crypto";
-import { readFile } from "node:fs/promises";
+import { readFile, writeFile } from "node:fs/promises";
 import { text } from "node:stream/consumers";
 import { generateKeyPem } from "../tokens/keys.js";
 import { hashSecret } from "../tokens/secrets.js";
 
-/** Prints a new PKCS#8 PEM key for `alg`; 2 for an algorithm without one. */
-export async function keygen(alg: string): Promise<number> {
+/**
+ * Writes a new PKCS#8 PEM key for `alg` to `out`, or prints it without `out`; 1 when `out` cannot
+ * be written, 2 for an algorithm without a key.
+ */
+export async function keygen(alg: string, out: string | undefined): Promise<number> {
   if (alg !== "EdDSA" && alg !== "ES256") {
     process.stderr.write(
       "gatehouse: --alg must be EdDSA or ES256 (HS256 uses a secret in secret_env)\n",
     );
     return 2;
   }
-  process.stdout.write(await generateKeyPem(alg));
+  const pem = await generateKeyPem(alg);
+  if (out === undefined) {
+    process.stdout.write(pem);
+    return 0;
+  }
+  try {
+    // As ssh-keygen does: readable by its owner only, and an existing key is never replaced
+    // (tokens it signed would stop verifying). "wx" fails rather than follow or truncate a file.
+    await writeFile(out, pem, { mode: 0o600, flag: "wx" });
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code ?? String(error);
+    process.stderr.write(
+      code === "EEXIST"
+        ? `gatehouse: ${out} already exists; keygen never overwrites a key (move it away first, or choose another --out)\n`
+        : `gatehouse: cannot write ${out} (${code})\n`,
+    );
+    return 1;
+  }
+  process.stdout.write(
+    `wrote a new ${alg} signing key to ${out}; its public half: gatehouse pubkey ${out}\n`,
+  );
   return 0;
 }
 
@@ -24,6 +47,25 @@ function signingAlgorithm(key: KeyObject): string | undefined {
     return "ES256";
   }
   return undefined;
+}
+
+// Node's names of key types, as a sentence says them: "an RSA key", "an EC key on secp384r1".
+const KEY_KINDS: Record<string, string> = {
+  rsa: "an RSA key",
+  "rsa-pss": "an RSA-PSS key",
+  dsa: "a DSA key",
+  dh: "a Diffie-Hellman key",
+  ec: "an EC key",
+  ed448: "an Ed448 key",
+  x25519: "an X25519 key",
+  x448: "an X448 key",
+};
+
+function keyKind(key: KeyObject): string {
+  const type = key.asymmetricKeyType ?? "";
+  const kind = KEY_KINDS[type] ?? `a key of type ${type}`;
+  const curve = key.asymmetricKeyDetails?.namedCurve;
+  return curve === undefined ? kind : `${kind} on ${curve}`;
 }
 
 /** Prints the SPKI PEM public key of the private key in `file` (stdin without one). */
@@ -48,7 +90,7 @@ export async function pubkey(file: string | undefined): Promise<number> {
   }
   if (signingAlgorithm(key) === undefined) {
     process.stderr.write(
-      `gatehouse: ${source} is a ${key.asymmetricKeyType ?? "symmetric"} key; gatehouse signs with Ed25519 (EdDSA) or P-256 (ES256) keys\n`,
+      `gatehouse: ${source} is ${keyKind(key)}; gatehouse signs with Ed25519 (EdDSA) or P-256 (ES256) keys\n`,
     );
     return 1;
   }

@@ -9,6 +9,8 @@ export interface LimitsInput {
   readonly values: Readonly<Record<string, string | boolean | undefined>>;
   readonly positionals: readonly string[];
   readonly env: NodeJS.ProcessEnv;
+  /** The command's usage and help, printed after a usage error. */
+  readonly help: string;
 }
 
 /** Where the command writes. */
@@ -52,17 +54,50 @@ export function limitsTable(body: Record<string, unknown>): string {
   return `${who}  plan ${plan}\n${lines.join("\n")}\n`;
 }
 
+// Why fetch failed: undici says only "fetch failed" and keeps the reason (ECONNREFUSED,
+// ENOTFOUND, a TLS error) in `cause`.
+function unreachableCause(error: unknown): string {
+  if (error instanceof Error && error.name === "TimeoutError") return "no answer within 10 s";
+  const cause = (error as { cause?: NodeJS.ErrnoException }).cause;
+  return cause?.code ?? cause?.message ?? (error as Error).message;
+}
+
+// What to do about a refusal the admin API explains by its status and code.
+function refusalAdvice(
+  status: number,
+  code: string | undefined,
+  token: string | undefined,
+  url: URL,
+): string {
+  if (status === 401) {
+    return token === undefined || token === ""
+      ? "set $GATEHOUSE_ADMIN_TOKEN to the admin token (the value of the variable admin_token_env names)"
+      : "$GATEHOUSE_ADMIN_TOKEN is not the admin token: give it the value of the variable admin_token_env names";
+  }
+  if (status === 403 && code === "admin_token_required") {
+    return "admin_listen is reachable from other machines, so resets need an admin token: set admin_token_env in the config, then $GATEHOUSE_ADMIN_TOKEN here";
+  }
+  // RFC 9110 §15.5.20: the server does not answer for the Host the request named.
+  if (status === 421) {
+    return `the admin API does not answer to the name ${url.hostname}: use --admin with an IP literal, such as --admin http://127.0.0.1:${url.port || "9901"}, or list the name in admin_hosts`;
+  }
+  return "";
+}
+
 /** Runs `gatehouse limits show|reset ID`; returns the exit code. */
 export async function limitsCommand(
   input: LimitsInput,
   out: Output = process.stdout,
   err: Output = process.stderr,
 ): Promise<number> {
-  const { values, positionals, env } = input;
+  const { values, positionals, env, help } = input;
   const [action, id] = positionals;
   if ((action !== "show" && action !== "reset") || id === undefined) {
-    err.write(`gatehouse: limits takes show or reset, then a client id or an address
-`);
+    const wanted =
+      action === "show" || action === "reset"
+        ? `limits ${action} needs a client id, or an address with --address`
+        : "limits takes show or reset, then a client id or an address";
+    err.write(`gatehouse: ${wanted}\n${help}`);
     return 2;
   }
   if (action === "reset" && values.json === true) {
@@ -93,20 +128,26 @@ export async function limitsCommand(
     });
   } catch (error) {
     err.write(
-      `gatehouse limits: the admin API at ${url.origin} cannot be reached (${(error as Error).message})\n`,
+      `gatehouse limits: cannot reach the admin API at ${url.origin} (${unreachableCause(error)}); ` +
+        "point to it with --admin URL or $GATEHOUSE_ADMIN_URL\n",
     );
     return 1;
   }
   const text = await response.text();
   if (!response.ok) {
     let message = text;
+    let code: string | undefined;
     try {
       const body = JSON.parse(text) as { error?: string; message?: string };
+      code = body.error;
       message = `${body.error ?? response.status}: ${body.message ?? ""}`;
     } catch {
       // Not JSON: the text as it came.
     }
-    err.write(`gatehouse limits: ${response.status} ${message}\n`);
+    const advice = refusalAdvice(response.status, code, token, url);
+    err.write(
+      `gatehouse limits: ${response.status} ${message}${advice === "" ? "" : `\n${advice}`}\n`,
+    );
     return 1;
   }
   if (action === "reset") {

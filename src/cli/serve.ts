@@ -3,19 +3,32 @@ import { ConfigError, type ConfigProblem } from "../config/load.js";
 import { loadSnapshot } from "../config/snapshot.js";
 import { startGatehouse } from "../server.js";
 
+// "1 route", "2 routes".
+function count(n: number, noun: string): string {
+  return `${n} ${noun}${n === 1 ? "" : "s"}`;
+}
+
 function warningLines(file: string, warnings: readonly ConfigProblem[]): string {
   return warnings.map((w) => `${file}:${w.line}:${w.col} warning: ${w.message}\n`).join("");
 }
 
-/** Validates the file: a summary on stdout and 0, or every problem on stderr and 1. */
-export async function check(configPath: string, env: NodeJS.ProcessEnv): Promise<number> {
+/**
+ * Validates the file: a summary on stdout and 0, or every problem on stderr and 1. Without its
+ * environment (`--no-env`), unset variables and missing files are not problems.
+ */
+export async function check(
+  configPath: string,
+  env: NodeJS.ProcessEnv,
+  withoutEnvironment: boolean,
+): Promise<number> {
   try {
-    const config = await loadSnapshot(configPath, { env });
+    const config = await loadSnapshot(configPath, { env, withoutEnvironment });
     const { routes, clients, plans } = config.file;
     process.stderr.write(warningLines(configPath, config.warnings));
+    const unchecked = withoutEnvironment ? "; variables and missing files not checked" : "";
     process.stdout.write(
-      `${configPath}: ok (${routes.length} routes, ${clients.length} clients, ` +
-        `${Object.keys(plans).length} plans; upstream ${config.upstream.url.href})\n`,
+      `${configPath}: ok (${count(routes.length, "route")}, ${count(clients.length, "client")}, ` +
+        `${count(Object.keys(plans).length, "plan")}; upstream ${config.upstream.url.href}${unchecked})\n`,
     );
     return 0;
   } catch (error) {

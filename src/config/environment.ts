@@ -3,7 +3,8 @@
  * key files it reads. Building a snapshot checks them fully; when the schema has already refused
  * the file, they are checked here on the raw data, so that one run reports every kind of problem.
  */
-import { accessSync, constants } from "node:fs";
+import { readFileSync } from "node:fs";
+import { readFile } from "node:fs/promises";
 import { resolve } from "node:path";
 import type { BuildProblem } from "./problem.js";
 
@@ -11,18 +12,81 @@ import type { BuildProblem } from "./problem.js";
 export interface Surroundings {
   readonly env: NodeJS.ProcessEnv;
   readonly baseDir: string;
+  /**
+   * `check --no-env`: leave out what only the deployment provides (unset variables, missing
+   * files), so that a file can be checked away from its secrets.
+   */
+  readonly withoutEnvironment?: boolean;
 }
 
-/** The problem with a variable named by `secret_env`, or undefined when it is set. */
-export function unsetVariable(env: NodeJS.ProcessEnv, name: string): string | undefined {
+/** The problem with the variable `name`, named at `path`, or undefined when it is set. */
+export function unsetVariable(
+  env: NodeJS.ProcessEnv,
+  name: string,
+  path: readonly PropertyKey[],
+): BuildProblem | undefined {
   const value = env[name];
-  return value === undefined || value === "" ? `names ${name}, which is not set` : undefined;
+  return value === undefined || value === ""
+    ? { path, message: `names ${name}, which is not set`, environment: true }
+    : undefined;
 }
 
-/** The problem with a key file that cannot be read. */
-export function unreadableFile(file: string, error: unknown): string {
+/** The problem with a file named at `path` that cannot be read; a missing one is the deployment's. */
+export function unreadableFile(
+  file: string,
+  error: unknown,
+  path: readonly PropertyKey[],
+): BuildProblem {
   const reason = (error as NodeJS.ErrnoException).code ?? String(error);
-  return `cannot read ${JSON.stringify(file)} (${reason})`;
+  const message = `cannot read ${JSON.stringify(file)} (${reason})`;
+  return reason === "ENOENT" ? { path, message, environment: true } : { path, message };
+}
+
+// How to fill a file the config names, by the key naming it.
+const FILL: Record<string, (file: string) => string> = {
+  key_file: (file) => `; make a key with gatehouse keygen --out ${file}`,
+  previous_keys: (file) =>
+    `; write the old key's public half with gatehouse pubkey OLD.pem > ${file}`,
+};
+
+// An empty file is refused by name: a PEM parser would only say it holds no key, which sends an
+// operator looking for a wrong format rather than a failed copy or an unfilled Secret.
+function emptyFile(file: string, text: string, path: readonly PropertyKey[]): BuildProblem[] {
+  if (text.trim() !== "") return [];
+  const key = path.findLast((step) => typeof step === "string") as string;
+  return [{ path, message: `${JSON.stringify(file)} is empty${FILL[key]?.(file) ?? ""}` }];
+}
+
+/**
+ * Reads a PEM file named in the config, relative to `baseDir`; a file that cannot be read, or
+ * is empty, is a problem pushed at `path`.
+ */
+export async function readPem(
+  baseDir: string,
+  file: string,
+  path: readonly PropertyKey[],
+  problems: BuildProblem[],
+): Promise<string | undefined> {
+  let text: string;
+  try {
+    text = await readFile(resolve(baseDir, file), "utf8");
+  } catch (error) {
+    problems.push(unreadableFile(file, error, path));
+    return undefined;
+  }
+  const empty = emptyFile(file, text, path);
+  problems.push(...empty);
+  return empty.length === 0 ? text : undefined;
+}
+
+/** Leaves out the problems `check --no-env` does not report. */
+export function reported(
+  problems: readonly BuildProblem[],
+  around: Pick<Surroundings, "withoutEnvironment">,
+): BuildProblem[] {
+  return around.withoutEnvironment === true
+    ? problems.filter((problem) => problem.environment !== true)
+    : [...problems];
 }
 
 function field(value: unknown, key: string): unknown {
@@ -33,17 +97,16 @@ function field(value: unknown, key: string): unknown {
 
 function variable(path: PropertyKey[], name: unknown, around: Surroundings): BuildProblem[] {
   if (typeof name !== "string") return [];
-  const message = unsetVariable(around.env, name);
-  return message === undefined ? [] : [{ path, message }];
+  const problem = unsetVariable(around.env, name, path);
+  return problem === undefined ? [] : [problem];
 }
 
 function readable(path: PropertyKey[], file: unknown, around: Surroundings): BuildProblem[] {
   if (typeof file !== "string" || file === "") return [];
   try {
-    accessSync(resolve(around.baseDir, file), constants.R_OK);
-    return [];
+    return emptyFile(file, readFileSync(resolve(around.baseDir, file), "utf8"), path);
   } catch (error) {
-    return [{ path, message: unreadableFile(file, error) }];
+    return [unreadableFile(file, error, path)];
   }
 }
 
@@ -54,17 +117,20 @@ export function environmentProblems(data: unknown, around: Surroundings): BuildP
   const clients = field(data, "clients");
   // As building does: HS256 reads its secret, the other algorithms their key files.
   const hs256 = field(signing, "algorithm") === "HS256";
-  return [
-    ...(hs256
-      ? variable(["tokens", "signing", "secret_env"], field(signing, "secret_env"), around)
-      : [
-          ...readable(["tokens", "signing", "key_file"], field(signing, "key_file"), around),
-          ...(Array.isArray(previous) ? previous : []).flatMap((file, index) =>
-            readable(["tokens", "previous_keys", index], file, around),
-          ),
-        ]),
-    ...(Array.isArray(clients) ? clients : []).flatMap((client, index) =>
-      variable(["clients", index, "secret_env"], field(client, "secret_env"), around),
-    ),
-  ];
+  return reported(
+    [
+      ...(hs256
+        ? variable(["tokens", "signing", "secret_env"], field(signing, "secret_env"), around)
+        : [
+            ...readable(["tokens", "signing", "key_file"], field(signing, "key_file"), around),
+            ...(Array.isArray(previous) ? previous : []).flatMap((file, index) =>
+              readable(["tokens", "previous_keys", index], file, around),
+            ),
+          ]),
+      ...(Array.isArray(clients) ? clients : []).flatMap((client, index) =>
+        variable(["clients", index, "secret_env"], field(client, "secret_env"), around),
+      ),
+    ],
+    around,
+  );
 }

@@ -8,7 +8,7 @@ import { durationMs } from "./duration.js";
 import { DEFAULT_REDIS_URL } from "./redis-schema.js";
 import type { FileConfig } from "./schema.js";
 import type { BuildProblem } from "./problem.js";
-import { readPem } from "../tokens/settings.js";
+import { readPem, unsetVariable } from "./environment.js";
 import type { RedisNode, RedisSettings, RedisTopology } from "../limits/plans.js";
 
 type RedisConfig = FileConfig["limits"]["redis"];
@@ -64,11 +64,9 @@ function secret(
   context: RedisBuildContext,
 ): string | undefined {
   if (name === "") return undefined;
-  const value = context.env[name];
-  if (value === undefined || value === "") {
-    context.problems.push({ path, message: `names ${name}, which is not set` });
-  }
-  return value;
+  const unset = unsetVariable(context.env, name, path);
+  if (unset !== undefined) context.problems.push(unset);
+  return context.env[name];
 }
 
 /** Compiles `limits.redis`; a problem (an unset variable, an unreadable CA file) is pushed. */

@@ -17,7 +17,7 @@ import {
 import { addressSet, type AddressSet } from "../http/address-set.js";
 import { where } from "./key-path.js";
 import { durationMs } from "./duration.js";
-import type { Surroundings } from "./environment.js";
+import { reported, unsetVariable, type Surroundings } from "./environment.js";
 import type { FileConfig } from "./schema.js";
 import { compileRoutesInSlices, type RouteTable } from "../routes/table.js";
 import { compileLimits, type LimitsSettings } from "../limits/plans.js";
@@ -71,6 +71,8 @@ export interface Snapshot {
 /** What building a snapshot may read besides the file: the environment. */
 export interface BuildOptions {
   readonly env: NodeJS.ProcessEnv;
+  /** `check --no-env`: unset variables and missing files are not problems (Surroundings). */
+  readonly withoutEnvironment?: boolean;
   /** Keys for configurations without one; made once per process so reloads keep tokens valid. */
   readonly ephemeralKeys?: EphemeralKeys;
   /** Derived `secret_env` secrets; made once per process so reloads do not derive them again. */
@@ -89,7 +91,11 @@ export type ParseConfig = (
 /** Reads, validates and builds the snapshot for `path`; throws ConfigError listing every problem. */
 export async function loadSnapshot(path: string, options: BuildOptions): Promise<Snapshot> {
   const text = await readConfigText(path);
-  const around = { env: options.env, baseDir: dirname(resolve(path)) };
+  const around = {
+    env: options.env,
+    baseDir: dirname(resolve(path)),
+    withoutEnvironment: options.withoutEnvironment,
+  };
   const parsed = await (options.parse ?? parseInline)(text, path, around);
   return buildSnapshot(parsed, { ...options, source: path, text });
 }
@@ -100,18 +106,18 @@ export async function buildSnapshot(
   options: BuildOptions & { readonly source: string; readonly text: string },
 ): Promise<Snapshot> {
   const { file } = parsed;
-  const problems: BuildProblem[] = [];
+  const found: BuildProblem[] = [];
   const baseDir = dirname(resolve(options.source));
   const tokens = await compileTokens(file, {
     baseDir,
     env: options.env,
     ephemeralKeys: options.ephemeralKeys ?? createEphemeralKeys(),
     plainSecrets: options.plainSecrets ?? createPlainSecrets(),
-    problems,
+    problems: found,
   });
   const redis =
     file.limits.store === "redis"
-      ? await compileRedis(file.limits.redis, { baseDir, env: options.env, problems })
+      ? await compileRedis(file.limits.redis, { baseDir, env: options.env, problems: found })
       : undefined;
   const snapshot: Snapshot = {
     file: deepFreeze(file),
@@ -145,10 +151,11 @@ export async function buildSnapshot(
       sampleRatio: file.tracing.sample_ratio,
       timeoutMs: durationMs(file.tracing.timeout),
     },
-    adminToken: adminToken(file.admin_token_env, options.env, problems),
+    adminToken: adminToken(file.admin_token_env, options.env, found),
     adminHosts: file.admin_hosts.map((name) => name.toLowerCase()),
     warnings: configWarnings(file, options.env).map((warning) => locateProblem(parsed, warning)),
   };
+  const problems = reported(found, options);
   if (problems.length > 0) {
     throw new ConfigError(
       options.source,
@@ -166,12 +173,10 @@ function adminToken(
   problems: BuildProblem[],
 ): string | undefined {
   if (name === "") return undefined;
-  const token = env[name];
-  if (token === undefined || token === "") {
-    problems.push({ path: ["admin_token_env"], message: `names ${name}, which is not set` });
-    return undefined;
-  }
-  return token;
+  const unset = unsetVariable(env, name, ["admin_token_env"]);
+  if (unset === undefined) return env[name];
+  problems.push(unset);
+  return undefined;
 }
 
 /** sha256 of a config file's text, hex. */

@@ -6,6 +6,7 @@
 import { resolve } from "node:path";
 import type { Logger } from "pino";
 import type { Metrics } from "../metrics.js";
+import type { FileConfig } from "./schema.js";
 import { watchConfigFile } from "./file-watch.js";
 import { ConfigError } from "./load.js";
 import { parseForReload } from "./parse-off-thread.js";
@@ -71,6 +72,92 @@ async function build<T extends { readonly config: Snapshot }>(
   }
 }
 
+/** What was added, removed and changed among named entries, by name; empty lists left out. */
+interface NamedChanges {
+  readonly added?: string[];
+  readonly removed?: string[];
+  readonly changed?: string[];
+}
+
+/** What a reload changed, for its log line: names only, never a value (values hold secrets). */
+interface ConfigChanges {
+  /** The top-level keys whose value changed. */
+  readonly sections: string[];
+  readonly plans?: NamedChanges;
+  /** A plan's limits (`plan.limit`; `plan.quota`), in the plans both configs have. */
+  readonly limits?: NamedChanges;
+  /** Routes by path (the routes of one path together). */
+  readonly routes?: NamedChanges;
+  readonly clients?: NamedChanges;
+  /** Set when a key file changed under an unchanged config. */
+  readonly signingKeys?: true;
+}
+
+function same(a: unknown, b: unknown): boolean {
+  return JSON.stringify(a) === JSON.stringify(b);
+}
+
+function named(
+  before: ReadonlyMap<string, unknown>,
+  after: ReadonlyMap<string, unknown>,
+): NamedChanges | undefined {
+  const added = [...after.keys()].filter((name) => !before.has(name));
+  const removed = [...before.keys()].filter((name) => !after.has(name));
+  const changed = [...after.keys()].filter(
+    (name) => before.has(name) && !same(before.get(name), after.get(name)),
+  );
+  if (added.length + removed.length + changed.length === 0) return undefined;
+  return {
+    ...(added.length > 0 && { added }),
+    ...(removed.length > 0 && { removed }),
+    ...(changed.length > 0 && { changed }),
+  };
+}
+
+function grouped<T>(items: readonly T[], name: (item: T) => string): Map<string, T[]> {
+  const groups = new Map<string, T[]>();
+  for (const item of items) groups.set(name(item), [...(groups.get(name(item)) ?? []), item]);
+  return groups;
+}
+
+// A plan's limits by `plan.name`, the single rate_limit under its name in 429 bodies (default).
+function planLimits(plans: FileConfig["plans"], names: readonly string[]): Map<string, unknown> {
+  const limits = new Map<string, unknown>();
+  for (const plan of names) {
+    const { rate_limit: single, rate_limits: several, quota } = plans[plan] ?? {};
+    if (single !== undefined) limits.set(`${plan}.default`, single);
+    for (const [name, rule] of Object.entries(several ?? {})) limits.set(`${plan}.${name}`, rule);
+    if (quota !== undefined) limits.set(`${plan}.quota`, quota);
+  }
+  return limits;
+}
+
+/** What changed from `before` to `after`, bounded: section, plan, limit, route and client names. */
+function configChanges(before: Snapshot, after: Snapshot): ConfigChanges {
+  const [a, b] = [before.file, after.file];
+  const keys = new Set([...Object.keys(a), ...Object.keys(b)]) as Set<keyof FileConfig>;
+  const sections = [...keys].filter((key) => !same(a[key], b[key]));
+  const kept = Object.keys(b.plans).filter((name) => name in a.plans);
+  const plans = named(new Map(Object.entries(a.plans)), new Map(Object.entries(b.plans)));
+  const limits = named(planLimits(a.plans, kept), planLimits(b.plans, kept));
+  const routes = named(
+    grouped(a.routes, (r) => r.path),
+    grouped(b.routes, (r) => r.path),
+  );
+  const clients = named(
+    grouped(a.clients, (c) => c.id),
+    grouped(b.clients, (c) => c.id),
+  );
+  return {
+    sections,
+    ...(plans && { plans }),
+    ...(limits && { limits }),
+    ...(routes && { routes }),
+    ...(clients && { clients }),
+    ...(before.hash === after.hash && { signingKeys: true as const }),
+  };
+}
+
 /** Creates the store around an already loaded runtime. */
 export function createConfigStore<T extends { readonly config: Snapshot }>(
   options: ConfigStoreOptions<T>,
@@ -96,7 +183,10 @@ export function createConfigStore<T extends { readonly config: Snapshot }>(
     metrics.configHash.set({ hash: config.hash }, 1);
     metrics.configReloads.inc({ result: "success" });
     options.onSwap?.(previous, next);
-    log.info({ trigger, hash: config.hash }, "config reloaded");
+    log.info(
+      { trigger, hash: config.hash, changed: configChanges(previous.config, config) },
+      "config reloaded",
+    );
     return "success";
   }
 

@@ -24,7 +24,7 @@ export function configWarnings(file: FileConfig, env: NodeJS.ProcessEnv): Config
     if (secret === undefined || secret === "" || secret.length >= MIN_CLIENT_SECRET_CHARS) continue;
     warnings.push({
       path: ["clients", index, "secret_env"],
-      message: `names ${client.secret_env}, which holds ${secret.length} characters; a client secret should be random and at least ${MIN_CLIENT_SECRET_CHARS} characters long (openssl rand -hex 32)`,
+      message: `names ${client.secret_env}, which holds ${secret.length} character${secret.length === 1 ? "" : "s"}; a client secret should be random and at least ${MIN_CLIENT_SECRET_CHARS} characters long (openssl rand -hex 32)`,
     });
   }
   const { signing } = file.tokens;
@@ -37,7 +37,7 @@ export function configWarnings(file: FileConfig, env: NodeJS.ProcessEnv): Config
     warnings.push({
       path: ["limits", "store"],
       message:
-        "is redis but tokens.signing has neither key_file nor secret_env: each replica signs with a key of its own, so replicas will not accept each other's tokens (give them one key: gatehouse keygen > keys/signing.pem)",
+        "is redis but tokens.signing has neither key_file nor secret_env: each replica signs with a key of its own, so replicas will not accept each other's tokens (give them one key: gatehouse keygen --out keys/signing.pem)",
     });
   }
   return warnings;

@@ -20,6 +20,12 @@ export type Outcome = Reply | typeof HANDLED | undefined;
 /** One step of the request path. */
 export type Stage = (ctx: RequestContext) => Outcome | Promise<Outcome>;
 
+/**
+ * gatehouse's own endpoints, named in the `route` label and field in place of a route pattern
+ * (which always starts with /): a fixed set, so the metrics' label values stay bounded.
+ */
+export type OwnEndpoint = "token" | "jwks" | "liveness" | "readiness";
+
 /** Facts about one request, written by the stages in order. */
 export interface RequestContext {
   readonly req: IncomingMessage;
@@ -44,6 +50,8 @@ export interface RequestContext {
   /** The raw query without `?`, or null when the target had none. */
   query: string | null;
   route: Route | undefined;
+  /** gatehouse's own endpoint that answered, the `route` of its metrics and access-log line. */
+  own: OwnEndpoint | undefined;
   /** The authenticated client id. */
   clientId: string | undefined;
   /** The one Accept-Language tag the upstream receives (set by the language stage). */

@@ -67,6 +67,7 @@ export function createEntry(
       path: "",
       query: null,
       route: undefined,
+      own: undefined,
       clientId: undefined,
       language: undefined,
       responseHeaders: {},
@@ -96,7 +97,7 @@ function accessLog(
   const { res } = ctx;
   const status = res.writableFinished ? res.statusCode : 499;
   const durationMs = clock.monotonic() - ctx.startedAt;
-  const route = ctx.route?.pattern ?? "-";
+  const route = ctx.route?.pattern ?? ctx.own ?? "-";
   metrics.requests.request(route, status, ctx.decision, durationMs / 1000);
   log.write({
     requestId: ctx.requestId,

@@ -24,6 +24,8 @@ export interface RedisConnection {
   readonly client: Redis | Cluster;
   /** Whether Redis is connected and answered its last health check in time. */
   healthy(): boolean;
+  /** The `on_outage` of the config in force, which the outage line names; a reload may change it. */
+  outagePolicy(policy: RedisSettings["onOutage"]): void;
   /** Stops the health checks and closes the connection; nothing is reported after. */
   close(): Promise<void>;
 }
@@ -134,10 +136,18 @@ async function probe(client: Redis | Cluster): Promise<boolean> {
  * The error as logs may show it: ioredis attaches the failed command to its errors, and the
  * command of a failed authentication (AUTH, HELLO) carries the password.
  */
-function withoutCommand(error: unknown): { type: string; message: string } | undefined {
+function withoutCommand(error: unknown): Record<string, string | undefined> | undefined {
   if (!(error instanceof Error)) return undefined;
-  return { type: error.name, message: error.message };
+  const { code, syscall } = error as NodeJS.ErrnoException;
+  return { type: error.name, message: error.message, code, syscall };
 }
+
+// What gatehouse does while Redis is down, in the words of each `on_outage`.
+const DURING_OUTAGE: Record<RedisSettings["onOutage"], string> = {
+  local: "counting in this process until Redis answers",
+  open: "allowing requests without limits until Redis answers",
+  closed: "answering 503 limits_unavailable and not ready until Redis answers",
+};
 
 /**
  * Connects to Redis in the background: an unreachable Redis is an outage, not a start error, and
@@ -149,25 +159,36 @@ export function connectRedis(settings: RedisSettings, services: RedisServices): 
   const client = createClient(settings);
   // Undefined until the first verdict, so that a Redis unreachable from the start is reported.
   let answering: boolean | undefined;
+  // Only a connection that answered before can come back: the first answer is not a recovery.
+  let answered = false;
+  let onOutage = settings.onOutage;
   let closed = false;
   metrics.limiterStoreUp.set(0);
   const markAnswering = (now: boolean, error?: unknown): void => {
     if (closed || now === answering) return;
     answering = now;
     metrics.limiterStoreUp.set(now ? 1 : 0);
-    if (now) log.info({ redis: settings.display }, "redis answers; limits are shared again");
-    else
-      log.warn(
-        { redis: settings.display, err: withoutCommand(error) },
-        "redis does not answer; on_outage applies",
+    if (now) {
+      log.info(
+        { redis: settings.display },
+        answered
+          ? "redis answers again; limits are shared again"
+          : "redis connected; limits are shared",
       );
+      answered = true;
+      return;
+    }
+    log.warn(
+      { redis: settings.display, onOutage, err: withoutCommand(error) },
+      `redis does not answer; on_outage is ${onOutage}: ${DURING_OUTAGE[onOutage]}`,
+    );
   };
   // ioredis reports every failed connection attempt as an error event.
   client.on("error", (error: Error) => markAnswering(false, error));
   if (client instanceof Cluster) {
     client.on("node error", (error: Error) => markAnswering(false, error));
   }
-  client.on("close", () => markAnswering(false));
+  client.on("close", () => markAnswering(false, new Error("the connection to Redis closed")));
   // A PING slower than `timeout` fails like any command, but only a second without any answer
   // counts as a stall: one slow moment does not drop the connection.
   let lastAnswer = 0;
@@ -203,6 +224,9 @@ export function connectRedis(settings: RedisSettings, services: RedisServices): 
   return {
     client,
     healthy: () => answering === true && client.status === "ready",
+    outagePolicy(policy) {
+      onOutage = policy;
+    },
     async close() {
       closed = true;
       health.cancel();

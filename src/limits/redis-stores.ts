@@ -40,13 +40,14 @@ export function createRedisStores(services: RedisStoresServices): RedisStores {
   return {
     storeFor(settings) {
       const key = storeKey(settings);
+      let connection = connections.get(settings.connectionKey);
+      if (connection === undefined) {
+        connection = connectRedis(settings, services);
+        connections.set(settings.connectionKey, connection);
+      }
+      connection.outagePolicy(settings.onOutage);
       let store = stores.get(key);
       if (store === undefined) {
-        let connection = connections.get(settings.connectionKey);
-        if (connection === undefined) {
-          connection = connectRedis(settings, services);
-          connections.set(settings.connectionKey, connection);
-        }
         store = createRedisStore(
           connection,
           settings,

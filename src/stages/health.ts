@@ -26,6 +26,7 @@ export function createHealthStage(
   return function health(ctx) {
     const live = ctx.path === paths.liveness;
     if (!live && ctx.path !== paths.readiness) return undefined;
+    ctx.own = live ? "liveness" : "readiness";
     if (ctx.req.method !== "GET" && ctx.req.method !== "HEAD") return WRONG_METHOD;
     if (live) return LIVE;
     return lifecycle.ready() ? READY : NOT_READY;

@@ -335,10 +335,12 @@ export function createTokenEndpointStage(
 
   return function tokenEndpoint(ctx) {
     if (ctx.path === JWKS_PATH) {
+      ctx.own = "jwks";
       const method = ctx.req.method;
       return method === "GET" || method === "HEAD" ? jwks : JWKS_WRONG_METHOD;
     }
     if (ctx.path !== settings.path) return undefined;
+    ctx.own = "token";
     const { req } = ctx;
     // Answers that need no body come first, so they are sent without inviting it.
     if (req.method !== "POST") return WRONG_METHOD;

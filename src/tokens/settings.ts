@@ -3,11 +3,9 @@
  * read and imported, secrets resolved from the environment, hashes parsed. A problem is pushed with
  * its config path, so it is reported at its line like a schema error.
  */
-import { readFile } from "node:fs/promises";
 import { availableParallelism } from "node:os";
-import { resolve } from "node:path";
 import { durationMs } from "../config/duration.js";
-import { unreadableFile, unsetVariable } from "../config/environment.js";
+import { readPem, unsetVariable } from "../config/environment.js";
 import type { FileConfig } from "../config/schema.js";
 import type { BuildProblem } from "../config/problem.js";
 import {
@@ -75,21 +73,6 @@ export interface TokenBuildContext {
   readonly problems: BuildProblem[];
 }
 
-/** Reads a PEM file named in the config, relative to `baseDir`; a failure is pushed at `path`. */
-export async function readPem(
-  baseDir: string,
-  file: string,
-  path: readonly PropertyKey[],
-  problems: BuildProblem[],
-): Promise<string | undefined> {
-  try {
-    return await readFile(resolve(baseDir, file), "utf8");
-  } catch (error) {
-    problems.push({ path, message: unreadableFile(file, error) });
-    return undefined;
-  }
-}
-
 async function currentKey(
   signing: FileConfig["tokens"]["signing"],
   context: TokenBuildContext,
@@ -98,16 +81,16 @@ async function currentKey(
   if (algorithm === "HS256") {
     if (signing.secret_env === undefined) return undefined;
     const path = ["tokens", "signing", "secret_env"];
-    const unset = unsetVariable(context.env, signing.secret_env);
+    const unset = unsetVariable(context.env, signing.secret_env, path);
     if (unset !== undefined) {
-      context.problems.push({ path, message: unset });
+      context.problems.push(unset);
       return undefined;
     }
     const secret = new Uint8Array(Buffer.from(context.env[signing.secret_env] as string, "utf8"));
     if (secret.length < MIN_HS256_BYTES) {
       context.problems.push({
         path,
-        message: `${signing.secret_env} holds ${secret.length} bytes; HS256 needs at least ${MIN_HS256_BYTES}`,
+        message: `${signing.secret_env} holds ${secret.length} byte${secret.length === 1 ? "" : "s"}; HS256 needs at least ${MIN_HS256_BYTES}`,
       });
       return undefined;
     }
@@ -169,9 +152,9 @@ async function clientRegistry(
         return [client.id, record];
       }
       const name = client.secret_env as string;
-      const unset = unsetVariable(context.env, name);
+      const unset = unsetVariable(context.env, name, ["clients", index, "secret_env"]);
       if (unset !== undefined) {
-        context.problems.push({ path: ["clients", index, "secret_env"], message: unset });
+        context.problems.push(unset);
         return undefined;
       }
       return [client.id, await context.plainSecrets.record(context.env[name] as string)];

@@ -144,10 +144,9 @@ function failed(
     if (!(res as ServerResponse).writableEnded) (res as ServerResponse).destroy();
     return;
   }
-  const code = (error as NodeJS.ErrnoException).code;
   if (retriesOnNewConnection(exchange, error)) {
     services.log.debug(
-      { requestId: ctx.requestId, err: { code, message: error.message } },
+      { requestId: ctx.requestId, err: error },
       "pooled upstream connection failed; retrying on a new one",
     );
     exchange.retried = true;
@@ -157,7 +156,7 @@ function failed(
     return;
   }
   services.log.warn(
-    { requestId: ctx.requestId, err: { code, message: error.message } },
+    { requestId: ctx.requestId, err: error },
     exchange.timedOut ? "upstream timed out" : "upstream failed",
   );
   sendReply(ctx, exchange.timedOut ? GATEWAY_TIMEOUT : BAD_GATEWAY, services.lifecycle);

@@ -2,6 +2,7 @@
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { EventEmitter } from "node:events";
 import { Writable } from "node:stream";
 import type { Logger } from "pino";
 import { createLogger } from "../../src/log.js";
@@ -19,23 +20,48 @@ export interface TestGatehouse {
   readonly configPath: string;
   /** Every log line written so far, parsed. */
   readonly logs: Array<Record<string, unknown>>;
+  /** The first log line `match` accepts, once it is written. */
+  logLine(match: (line: Record<string, unknown>) => boolean): Promise<Record<string, unknown>>;
   /** Rewrites the config file in place. */
   writeConfig(yaml: string): Promise<void>;
   close(): Promise<void>;
 }
 
-/** A debug-level logger keeping every line it writes, parsed, in `logs`. */
-export function memoryLogger(): { log: Logger; logs: Array<Record<string, unknown>> } {
-  const logs: Array<Record<string, unknown>> = [];
+/** A log line, parsed. */
+type LogLine = Record<string, unknown>;
+
+/**
+ * A debug-level logger keeping every line it writes, parsed, in `logs`; `line` resolves with the
+ * first line, written or still to come, that `match` accepts.
+ */
+export function memoryLogger(): {
+  log: Logger;
+  logs: LogLine[];
+  line(match: (line: LogLine) => boolean): Promise<LogLine>;
+} {
+  const logs: LogLine[] = [];
+  const written = new EventEmitter();
   const sink = new Writable({
     write(chunk: Buffer, _encoding, done) {
       for (const line of chunk.toString("utf8").split("\n")) {
-        if (line !== "") logs.push(JSON.parse(line) as Record<string, unknown>);
+        if (line !== "") logs.push(JSON.parse(line) as LogLine);
       }
+      written.emit("line");
       done();
     },
   });
-  return { log: createLogger("debug", sink), logs };
+  const line = (match: (line: LogLine) => boolean) =>
+    new Promise<LogLine>((resolve) => {
+      const look = () => {
+        const found = logs.find(match);
+        if (found === undefined) return;
+        written.off("line", look);
+        resolve(found);
+      };
+      written.on("line", look);
+      look();
+    });
+  return { log: createLogger("debug", sink), logs, line };
 }
 
 /** Writes `yaml` as proxy.config.yaml in a new folder and starts gatehouse on it. */
@@ -51,7 +77,7 @@ export async function startTestGatehouse(
   for (const [name, content] of Object.entries(options.files ?? {})) {
     await writeFile(join(dir, name), content);
   }
-  const { log, logs } = memoryLogger();
+  const { log, logs, line } = memoryLogger();
   const gatehouse = await startGatehouse({
     listen: { host: "127.0.0.1", port: 0 },
     adminListen: { host: "127.0.0.1", port: 0 },
@@ -69,6 +95,7 @@ export async function startTestGatehouse(
     dir,
     configPath,
     logs,
+    logLine: line,
     writeConfig: (text) => writeFile(configPath, text),
     async close() {
       await gatehouse.shutdown();

@@ -19,23 +19,47 @@ export interface TestGatehouse {
   readonly configPath: string;
   /** Every log line written so far, parsed. */
   readonly logs: Array<Record<string, unknown>>;
+  /** Resolves with the first log line, written so far or later, whose `msg` matches. */
+  logged(msg: RegExp): Promise<Record<string, unknown>>;
   /** Rewrites the config file in place. */
   writeConfig(yaml: string): Promise<void>;
   close(): Promise<void>;
 }
 
 /** A debug-level logger keeping every line it writes, parsed, in `logs`. */
-export function memoryLogger(): { log: Logger; logs: Array<Record<string, unknown>> } {
+export function memoryLogger(): {
+  log: Logger;
+  logs: Array<Record<string, unknown>>;
+  logged(msg: RegExp): Promise<Record<string, unknown>>;
+} {
   const logs: Array<Record<string, unknown>> = [];
+  const waiting = new Set<{ msg: RegExp; found: (line: Record<string, unknown>) => void }>();
+  const matches = (line: Record<string, unknown>, msg: RegExp) => msg.test(String(line.msg));
   const sink = new Writable({
     write(chunk: Buffer, _encoding, done) {
-      for (const line of chunk.toString("utf8").split("\n")) {
-        if (line !== "") logs.push(JSON.parse(line) as Record<string, unknown>);
+      for (const text of chunk.toString("utf8").split("\n")) {
+        if (text === "") continue;
+        const line = JSON.parse(text) as Record<string, unknown>;
+        logs.push(line);
+        for (const waiter of waiting) {
+          if (!matches(line, waiter.msg)) continue;
+          waiting.delete(waiter);
+          waiter.found(line);
+        }
       }
       done();
     },
   });
-  return { log: createLogger("debug", sink), logs };
+  return {
+    log: createLogger("debug", sink),
+    logs,
+    logged: (msg) =>
+      new Promise((found) => {
+        const seen = logs.find((line) => matches(line, msg));
+        if (seen === undefined) waiting.add({ msg, found });
+        else found(seen);
+      }),
+  };
 }
 
 /** Writes `yaml` as proxy.config.yaml in a new folder and starts gatehouse on it. */
@@ -51,7 +75,7 @@ export async function startTestGatehouse(
   for (const [name, content] of Object.entries(options.files ?? {})) {
     await writeFile(join(dir, name), content);
   }
-  const { log, logs } = memoryLogger();
+  const { log, logs, logged } = memoryLogger();
   const gatehouse = await startGatehouse({
     listen: { host: "127.0.0.1", port: 0 },
     adminListen: { host: "127.0.0.1", port: 0 },
@@ -69,6 +93,7 @@ export async function startTestGatehouse(
     dir,
     configPath,
     logs,
+    logged,
     writeConfig: (text) => writeFile(configPath, text),
     async close() {
       await gatehouse.shutdown();

@@ -19,22 +19,24 @@ export interface TestGatehouse {
   readonly configPath: string;
   /** Every log line written so far, parsed. */
   readonly logs: Array<Record<string, unknown>>;
-  /** Resolves with the first log line, written so far or later, whose `msg` matches. */
-  logged(msg: RegExp): Promise<Record<string, unknown>>;
+  /** Resolves with the first log line, written so far or later, for which `match` holds. */
+  logged(match: LineMatch): Promise<Record<string, unknown>>;
   /** Rewrites the config file in place. */
   writeConfig(yaml: string): Promise<void>;
   close(): Promise<void>;
 }
 
+/** Picks a log line. */
+export type LineMatch = (line: Record<string, unknown>) => boolean;
+
 /** A debug-level logger keeping every line it writes, parsed, in `logs`. */
 export function memoryLogger(): {
   log: Logger;
   logs: Array<Record<string, unknown>>;
-  logged(msg: RegExp): Promise<Record<string, unknown>>;
+  logged(match: LineMatch): Promise<Record<string, unknown>>;
 } {
   const logs: Array<Record<string, unknown>> = [];
-  const waiting = new Set<{ msg: RegExp; found: (line: Record<string, unknown>) => void }>();
-  const matches = (line: Record<string, unknown>, msg: RegExp) => msg.test(String(line.msg));
+  const waiting = new Set<{ match: LineMatch; found: (line: Record<string, unknown>) => void }>();
   const sink = new Writable({
     write(chunk: Buffer, _encoding, done) {
       for (const text of chunk.toString("utf8").split("\n")) {
@@ -42,7 +44,7 @@ export function memoryLogger(): {
         const line = JSON.parse(text) as Record<string, unknown>;
         logs.push(line);
         for (const waiter of waiting) {
-          if (!matches(line, waiter.msg)) continue;
+          if (!waiter.match(line)) continue;
           waiting.delete(waiter);
           waiter.found(line);
         }
@@ -53,10 +55,10 @@ export function memoryLogger(): {
   return {
     log: createLogger("debug", sink),
     logs,
-    logged: (msg) =>
+    logged: (match) =>
       new Promise((found) => {
-        const seen = logs.find((line) => matches(line, msg));
-        if (seen === undefined) waiting.add({ msg, found });
+        const seen = logs.find(match);
+        if (seen === undefined) waiting.add({ match, found });
         else found(seen);
       }),
   };

@@ -136,7 +136,9 @@ t.test("the example config references the JSON Schema for editors", async (t) =>
 });
 
 t.test("a second signal during the drain exits at once with 1", async (t) => {
-  const upstream = await startUpstream(() => undefined);
+  let held: () => void = () => undefined;
+  const arrived = new Promise<void>((done) => (held = done));
+  const upstream = await startUpstream(() => held());
   t.teardown(() => upstream.close());
   const dir = await mkdtemp(join(tmpdir(), "gatehouse-cli-"));
   const config = join(dir, "gatehouse.yaml");
@@ -145,10 +147,17 @@ t.test("a second signal during the drain exits at once with 1", async (t) => {
     `listen: 127.0.0.1:0\nadmin_listen: 127.0.0.1:0\nupstream:\n  url: ${upstream.url}\nroutes:\n  - path: /slow\n    methods: [GET]\n    auth: none\nshutdown:\n  grace: 60s\n`,
   );
   const cli = await startCli(["--config", config]);
-  const pending = fetch(`${cli.url}/slow`).catch((error: unknown) => error);
-  await new Promise((done) => setTimeout(done, 200));
+  let settled = false;
+  const pending = fetch(`${cli.url}/slow`)
+    .catch((error: unknown) => error)
+    .finally(() => (settled = true));
+  // The request is in flight once the upstream holds it; the drain has begun once it is logged.
+  await arrived;
   cli.child.kill("SIGTERM");
-  await new Promise((done) => setTimeout(done, 200));
+  const draining = await cli.line((line) => line.msg === "draining");
+  t.equal(draining.inFlight, 1, "the drain waits for the request the upstream holds");
+  t.equal(cli.child.exitCode, null, "the first signal alone did not end the process");
+  t.notOk(settled, "nor the request");
   t.equal(await cli.stop("SIGINT"), 1);
   t.ok((await pending) instanceof Error, "the in-flight request was cut off");
 });

@@ -3,6 +3,8 @@
 // lost it, an error reply fails only its own call, a call without an answer in time fails on the
 // pipe's clock without putting later replies out of step, and a lost connection fails what was in
 // flight and is made again.
+import { subscribe, unsubscribe } from "node:diagnostics_channel";
+import type { Socket } from "node:net";
 import { Redis } from "ioredis";
 import t, { type Test } from "tap";
 import { eventually } from "./helpers/client.js";
@@ -81,15 +83,39 @@ async function pipeClient(admin: Redis): Promise<string | undefined> {
 
 t.test("the calls of one turn share a write and get their own answers", async (t) => {
   const { redis, admin } = await server(t);
-  const pipe = await openPipe(t, target(redis.port));
+  // The sockets Node creates meanwhile (the pipe's and ioredis's), and the writes on the pipe's.
+  const sockets: Socket[] = [];
+  const created = (message: unknown): void =>
+    void sockets.push((message as { socket: Socket }).socket);
+  subscribe("net.client.socket", created);
+  let pipe: ScriptPipe;
+  try {
+    pipe = await openPipe(t, target(redis.port));
+  } finally {
+    unsubscribe("net.client.socket", created);
+  }
+  // Redis names the pipe's connection and its address: that is the socket to watch.
+  const port = Number(/ addr=127\.0\.0\.1:(\d+) /.exec((await pipeClient(admin)) ?? "")?.[1]);
+  const socket = sockets.find((created) => created.localPort === port);
+  if (socket === undefined) throw new Error(`no socket created for the pipe's port ${port}`);
+  const write = socket.write;
+  let writes = 0;
+  socket.write = function (this: Socket, ...args: Parameters<Socket["write"]>) {
+    writes++;
+    return write.apply(this, args);
+  } as Socket["write"];
+  t.teardown(() => void (socket.write = write));
   const answers = await Promise.all(
     Array.from({ length: 500 }, (_, i) => pipe.call([1, `k{${i}}`, `answer ${i}`])),
   );
+  t.equal(writes, 1, "500 calls of one turn went out in one write on the pipe's socket");
   t.strictSame(
     answers,
     Array.from({ length: 500 }, (_, i) => [`answer ${i}`, 1]),
   );
-  t.equal(await calls(admin, "evalsha"), 500, "by EVALSHA: the script was loaded on connecting");
+  t.strictSame(await pipe.call([0, "alone"]), ["alone", 0]);
+  t.equal(writes, 2, "a call of a later turn gets a write of its own");
+  t.equal(await calls(admin, "evalsha"), 501, "by EVALSHA: the script was loaded on connecting");
   t.equal(await calls(admin, "eval"), 0);
   t.match(await pipeClient(admin), /cmd=evalsha/, "the connection is named in CLIENT LIST");
 });

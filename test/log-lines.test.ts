@@ -27,7 +27,7 @@ t.test("an unreachable upstream is logged with the error's code and syscall", as
   const response = await fetch(`${g.url}/open`);
   t.equal(response.status, 502);
   const requestId = response.headers.get("x-request-id");
-  const line = await g.logLine((l) => l.msg === "upstream failed");
+  const line = await g.logged((l) => l.msg === "upstream failed");
   t.equal(line.level, "warn");
   t.equal(line.requestId, requestId);
   t.strictSame(line.err, {
@@ -65,7 +65,7 @@ ${OPEN_ROUTE}`,
   t.teardown(() => g.close());
   const isRedis = (l: Line) => typeof l.msg === "string" && l.msg.startsWith("redis ");
 
-  const connected = await g.logLine(isRedis);
+  const connected = await g.logged(isRedis);
   t.match(connected, {
     level: "info",
     msg: "redis connected; limits are shared",
@@ -73,7 +73,7 @@ ${OPEN_ROUTE}`,
   });
 
   await redis.kill();
-  const down = await g.logLine((l) => isRedis(l) && l.level === "warn");
+  const down = await g.logged((l) => isRedis(l) && l.level === "warn");
   t.equal(
     down.msg,
     "redis does not answer; on_outage is local: counting in this process until Redis answers",
@@ -83,14 +83,14 @@ ${OPEN_ROUTE}`,
   t.not((down.err as Line).type, "Object", "the error's own type");
 
   await redis.restart();
-  const back = await g.logLine((l) => isRedis(l) && l !== connected && l.level === "info");
+  const back = await g.logged((l) => isRedis(l) && l !== connected && l.level === "info");
   t.equal(back.msg, "redis answers again; limits are shared again");
 
   // A reload that changes only on_outage keeps the connection; the next outage names the new one.
   await g.writeConfig(yaml("closed"));
   t.equal(await g.gatehouse.reload("test"), "success");
   await redis.kill();
-  const closed = await g.logLine((l) => isRedis(l) && l.level === "warn" && l !== down);
+  const closed = await g.logged((l) => isRedis(l) && l.level === "warn" && l !== down);
   t.equal(
     closed.msg,
     "redis does not answer; on_outage is closed: answering 503 limits_unavailable and not ready until Redis answers",
@@ -156,7 +156,7 @@ t.test("a reload names the sections, plans, limits, routes and clients it change
   t.teardown(() => g.close());
   await g.writeConfig(configFor("http://127.0.0.1:3000", AFTER).replace("2s", "3s"));
   t.equal(await g.gatehouse.reload("test"), "success");
-  const line = await g.logLine((l) => l.msg === "config reloaded");
+  const line = await g.logged((l) => l.msg === "config reloaded");
   t.strictSame(line.changed, {
     sections: ["upstream", "clients", "plans", "routes"],
     plans: { added: ["gold"], removed: ["premium"], changed: ["standard"] },
@@ -179,6 +179,6 @@ t.test("a reload for a replaced key file says the signing keys changed", async (
   t.teardown(() => g.close());
   await writeFile(join(g.dir, "signing.pem"), pem());
   t.equal(await g.gatehouse.reload("test"), "success");
-  const line = await g.logLine((l) => l.msg === "config reloaded");
+  const line = await g.logged((l) => l.msg === "config reloaded");
   t.strictSame(line.changed, { sections: [], signingKeys: true });
 });

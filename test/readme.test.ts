@@ -54,6 +54,9 @@ t.test("the README's two commands are the ones CI runs", async (t) => {
   const ci = await readFile(".ci/run", "utf8");
   t.match(ci, /^npm ci /m);
   t.match(ci, /^npm test$/m);
+  // The second Node runs the tests alone, as the README says.
+  t.match(readme, /`npm run test:unit -- --disable-coverage`/);
+  t.match(ci, /^PATH=.+ npm run test:unit -- --disable-coverage$/m);
 });
 
 // The usage block is what a reader copies commands from: it shows every command the CLI has, as

@@ -5,7 +5,7 @@
  */
 import type { ClientRequest, IncomingMessage, InformationEvent, ServerResponse } from "node:http";
 import type { Socket } from "node:net";
-import { errorReply, type RequestContext } from "../core/context.js";
+import { errorReply, type Reply, type RequestContext } from "../core/context.js";
 import { finalHeaders, sendReply } from "../core/respond.js";
 import type { Clock } from "../clock.js";
 import type { Services } from "../core/services.js";
@@ -47,8 +47,20 @@ const NO_CONTENT_FIELDS_DROPPED: ReadonlySet<string> = new Set([
   "content-length",
 ]);
 
-const BAD_GATEWAY = errorReply(502, "bad_gateway", "the upstream refused or reset the connection");
-const GATEWAY_TIMEOUT = errorReply(504, "gateway_timeout", "the upstream did not answer in time");
+const BAD_GATEWAY_MESSAGE = "the upstream refused or reset the connection";
+const GATEWAY_TIMEOUT_MESSAGE = "the upstream did not answer in time";
+const BAD_GATEWAY = errorReply(502, "bad_gateway", BAD_GATEWAY_MESSAGE);
+const GATEWAY_TIMEOUT = errorReply(504, "gateway_timeout", GATEWAY_TIMEOUT_MESSAGE);
+// The same answers to a client still uploading: nothing reads the rest of its body any more, so
+// its connection closes after the answer instead of waiting for a next request that never comes.
+const CLOSE = { connection: "close" };
+const BAD_GATEWAY_CLOSING = errorReply(502, "bad_gateway", BAD_GATEWAY_MESSAGE, CLOSE);
+const GATEWAY_TIMEOUT_CLOSING = errorReply(504, "gateway_timeout", GATEWAY_TIMEOUT_MESSAGE, CLOSE);
+
+function failureReply(timedOut: boolean, uploading: boolean): Reply {
+  if (timedOut) return uploading ? GATEWAY_TIMEOUT_CLOSING : GATEWAY_TIMEOUT;
+  return uploading ? BAD_GATEWAY_CLOSING : BAD_GATEWAY;
+}
 
 /** Forwards requests to one upstream. */
 export interface Forwarder {
@@ -159,7 +171,7 @@ function failed(
     { requestId: ctx.requestId, err: error },
     exchange.timedOut ? "upstream timed out" : "upstream failed",
   );
-  sendReply(ctx, exchange.timedOut ? GATEWAY_TIMEOUT : BAD_GATEWAY, services.lifecycle);
+  sendReply(ctx, failureReply(exchange.timedOut, !req.complete), services.lifecycle);
 }
 
 /** Creates the forwarder for one upstream. */

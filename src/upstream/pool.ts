@@ -7,6 +7,7 @@ import { http, https } from "../http/node-http.js";
 import type { Socket } from "node:net";
 import type { Stream } from "node:stream";
 import { ProxyServer } from "http-proxy-3";
+import { answerFirstSockets } from "./answer-first.js";
 import { keepRequestFraming } from "./http-proxy-internals.js";
 import { closeIdleSockets } from "./idle-sockets.js";
 import type { UpstreamSettings } from "./settings.js";
@@ -44,6 +45,7 @@ export function createPool(upstream: UpstreamSettings): Pool {
   };
   const agent: Agent =
     url.protocol === "https:" ? new https.Agent(agentOptions) : new http.Agent(agentOptions);
+  answerFirstSockets(agent);
   const stopSweep = closeIdleSockets(agent, upstream.idleTimeoutMs);
   const options = {
     // A URL rather than its text: http-proxy parses a string target on every request.

@@ -10,6 +10,8 @@ export interface CliProcess {
   readonly adminUrl: string;
   /** The JSON log lines printed so far. */
   lines(): Array<Record<string, unknown>>;
+  /** Resolves with the first log line, printed so far or later, for which `match` holds. */
+  line(match: (line: Record<string, unknown>) => boolean): Promise<Record<string, unknown>>;
   /** Sends `signal` and resolves with the exit code. */
   stop(signal: NodeJS.Signals): Promise<number | null>;
 }
@@ -29,6 +31,10 @@ export function startCli(
     stdio: ["ignore", "pipe", "pipe"],
   });
   const lines: Array<Record<string, unknown>> = [];
+  const waiting = new Set<{
+    match: (line: Record<string, unknown>) => boolean;
+    found: (line: Record<string, unknown>) => void;
+  }>();
   let stderr = "";
   child.stderr?.on("data", (chunk: Buffer) => (stderr += chunk.toString("utf8")));
   const exited = new Promise<number | null>((done) => child.once("exit", (code) => done(code)));
@@ -41,6 +47,11 @@ export function startCli(
         return;
       }
       lines.push(line);
+      for (const waiter of waiting) {
+        if (!waiter.match(line)) continue;
+        waiting.delete(waiter);
+        waiter.found(line);
+      }
       if (line.msg !== "gatehouse listening") return;
       const listen = line.listen as { address: string; port: number };
       const admin = line.admin as { address: string; port: number };
@@ -49,6 +60,12 @@ export function startCli(
         url: `http://127.0.0.1:${listen.port}`,
         adminUrl: `http://127.0.0.1:${admin.port}`,
         lines: () => lines,
+        line: (match) =>
+          new Promise((found) => {
+            const seen = lines.find(match);
+            if (seen === undefined) waiting.add({ match, found });
+            else found(seen);
+          }),
         stop(signal) {
           child.kill(signal);
           return exited;

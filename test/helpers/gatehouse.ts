@@ -2,7 +2,6 @@
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { EventEmitter } from "node:events";
 import { Writable } from "node:stream";
 import type { Logger } from "pino";
 import { createLogger } from "../../src/log.js";
@@ -20,48 +19,49 @@ export interface TestGatehouse {
   readonly configPath: string;
   /** Every log line written so far, parsed. */
   readonly logs: Array<Record<string, unknown>>;
-  /** The first log line `match` accepts, once it is written. */
-  logLine(match: (line: Record<string, unknown>) => boolean): Promise<Record<string, unknown>>;
+  /** Resolves with the first log line, written so far or later, for which `match` holds. */
+  logged(match: LineMatch): Promise<Record<string, unknown>>;
   /** Rewrites the config file in place. */
   writeConfig(yaml: string): Promise<void>;
   close(): Promise<void>;
 }
 
-/** A log line, parsed. */
-type LogLine = Record<string, unknown>;
+/** Picks a log line. */
+export type LineMatch = (line: Record<string, unknown>) => boolean;
 
-/**
- * A debug-level logger keeping every line it writes, parsed, in `logs`; `line` resolves with the
- * first line, written or still to come, that `match` accepts.
- */
+/** A debug-level logger keeping every line it writes, parsed, in `logs`. */
 export function memoryLogger(): {
   log: Logger;
-  logs: LogLine[];
-  line(match: (line: LogLine) => boolean): Promise<LogLine>;
+  logs: Array<Record<string, unknown>>;
+  logged(match: LineMatch): Promise<Record<string, unknown>>;
 } {
-  const logs: LogLine[] = [];
-  const written = new EventEmitter();
+  const logs: Array<Record<string, unknown>> = [];
+  const waiting = new Set<{ match: LineMatch; found: (line: Record<string, unknown>) => void }>();
   const sink = new Writable({
     write(chunk: Buffer, _encoding, done) {
-      for (const line of chunk.toString("utf8").split("\n")) {
-        if (line !== "") logs.push(JSON.parse(line) as LogLine);
+      for (const text of chunk.toString("utf8").split("\n")) {
+        if (text === "") continue;
+        const line = JSON.parse(text) as Record<string, unknown>;
+        logs.push(line);
+        for (const waiter of waiting) {
+          if (!waiter.match(line)) continue;
+          waiting.delete(waiter);
+          waiter.found(line);
+        }
       }
-      written.emit("line");
       done();
     },
   });
-  const line = (match: (line: LogLine) => boolean) =>
-    new Promise<LogLine>((resolve) => {
-      const look = () => {
-        const found = logs.find(match);
-        if (found === undefined) return;
-        written.off("line", look);
-        resolve(found);
-      };
-      written.on("line", look);
-      look();
-    });
-  return { log: createLogger("debug", sink), logs, line };
+  return {
+    log: createLogger("debug", sink),
+    logs,
+    logged: (match) =>
+      new Promise((found) => {
+        const seen = logs.find(match);
+        if (seen === undefined) waiting.add({ match, found });
+        else found(seen);
+      }),
+  };
 }
 
 /** Writes `yaml` as proxy.config.yaml in a new folder and starts gatehouse on it. */
@@ -77,7 +77,7 @@ export async function startTestGatehouse(
   for (const [name, content] of Object.entries(options.files ?? {})) {
     await writeFile(join(dir, name), content);
   }
-  const { log, logs, line } = memoryLogger();
+  const { log, logs, logged } = memoryLogger();
   const gatehouse = await startGatehouse({
     listen: { host: "127.0.0.1", port: 0 },
     adminListen: { host: "127.0.0.1", port: 0 },
@@ -95,7 +95,7 @@ export async function startTestGatehouse(
     dir,
     configPath,
     logs,
-    logLine: line,
+    logged,
     writeConfig: (text) => writeFile(configPath, text),
     async close() {
       await gatehouse.shutdown();

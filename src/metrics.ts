@@ -1,4 +1,4 @@
-/** Prometheus metrics (README, Operations), one registry per process so tests can run several gatehouses. */
+/** Prometheus metrics (docs/operations.md), one registry per process so tests can run several gatehouses. */
 import { Counter, Gauge, Registry, collectDefaultMetrics } from "prom-client";
 import { RequestMetrics } from "./request-metrics.js";
 
@@ -46,7 +46,7 @@ export function showLimiterStoreUp(metrics: Metrics, shown: boolean): void {
   if (!shown && registered) metrics.registry.removeSingleMetric(STORE_UP);
 }
 
-/** The token endpoint's client authentication metrics (README, Tokens). */
+/** The token endpoint's client authentication metrics (docs/tokens.md). */
 function clientAuthMetrics(
   registry: Registry,
 ): Pick<Metrics, "tokenFailures" | "secretVerifications" | "secretVerificationsWaiting"> {

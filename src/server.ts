@@ -62,7 +62,7 @@ export interface Gatehouse {
   /** The snapshot in force. */
   config(): Snapshot;
   reload(trigger?: string): Promise<ReloadResult>;
-  /** Graceful shutdown (README, Operations): not ready, stop accepting after `delay`, drain up to `grace`. */
+  /** Graceful shutdown (docs/operations.md): not ready, stop accepting after `delay`, drain up to `grace`. */
   shutdown(): Promise<void>;
 }
 

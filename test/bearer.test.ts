@@ -1,5 +1,5 @@
 /**
- * Bearer enforcement through real sockets (RFC 6750, RFC 8725; README, Tokens): each way a
+ * Bearer enforcement through real sockets (RFC 6750, RFC 8725; docs/tokens.md): each way a
  * bearer token can be missing or wrong, asserting status, the challenge and the body's error
  * code. Tokens are crafted byte by byte with the configured key, so every claim and header can be
  * wrong on purpose.

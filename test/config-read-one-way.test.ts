@@ -1,5 +1,5 @@
 /**
- * A config file is read one way (README, "Configuration reference"): `check`, a start and a
+ * A config file is read one way (docs/configuration.md): `check`, a start and a
  * reload accept or refuse each file alike, with the same problems at the same lines, and a typo
  * on a line of its own adds exactly its own problem to what the rest of the file gets.
  */
@@ -110,7 +110,8 @@ function shifted(problems: readonly string[]): string[] {
 
 const TYPO = "upstraem_timeout: 5s";
 const TYPO_PROBLEM = `1:1 upstraem_timeout: unknown key (allowed here: listen, admin_listen, admin_token_env, max_connections, trusted_proxies, upstream, tokens, clients, plans, routes, languages, limits, health, shutdown, logging)`;
-// A comment large enough that a reload parses the file on a worker thread (README, "Operations").
+// A comment large enough that a reload parses the file on a worker thread (docs/operations.md,
+// Reload).
 const LARGE = `# ${"x".repeat(40 * 1024)}`;
 
 const cases: Array<{ what: string; text: string; accepted: boolean; first?: RegExp }> = [

@@ -15,6 +15,7 @@ import { durationMs } from "../src/config/duration.js";
 import { parseConfigText } from "../src/config/load.js";
 import { generateKeyPem } from "../src/tokens/keys.js";
 import { startCli, type CliProcess } from "./helpers/cli.js";
+import { manualFiles, readManual, section } from "./helpers/docs.js";
 import { refusingPort } from "./helpers/ports.js";
 import { answers, launchRedis, serverArgs, startTestRedis, stopProcess } from "./helpers/redis.js";
 import { redisCli } from "./helpers/redis-topologies.js";
@@ -113,20 +114,23 @@ t.test("every Secret the manifest reads is defined or made by a documented comma
   }
 });
 
-t.test("kubernetes: the admin token comes from a Secret that README's command makes", async (t) => {
-  const name = kubeConfig.admin_token_env;
-  t.not(name, "", "admin_token_env is set: every container of the pod shares its loopback");
-  const ref = (gatehouseContainer.env ?? []).find((v) => v.name === name)?.valueFrom
-    ?.secretKeyRef as { name: string; key: string } | undefined;
-  t.ok(ref, `${name} comes from a secretKeyRef`);
-  const readme = await readFile("README.md", "utf8");
-  const made = new RegExp(
-    `^kubectl create secret generic ${ref?.name} .*--from-literal=${ref?.key}=`,
-    "m",
-  );
-  t.match(readme, made, "README's kubectl line creates that key");
-  t.match(manifestText, new RegExp(`^# +${made.source.slice(1)}`, "m"), "so does the manifest's");
-});
+t.test(
+  "kubernetes: the admin token comes from a Secret that docs/deploying.md's command makes",
+  async (t) => {
+    const name = kubeConfig.admin_token_env;
+    t.not(name, "", "admin_token_env is set: every container of the pod shares its loopback");
+    const ref = (gatehouseContainer.env ?? []).find((v) => v.name === name)?.valueFrom
+      ?.secretKeyRef as { name: string; key: string } | undefined;
+    t.ok(ref, `${name} comes from a secretKeyRef`);
+    const deploying = readManual("docs/deploying.md");
+    const made = new RegExp(
+      `^kubectl create secret generic ${ref?.name} .*--from-literal=${ref?.key}=`,
+      "m",
+    );
+    t.match(deploying, made, "docs/deploying.md's kubectl line creates that key");
+    t.match(manifestText, new RegExp(`^# +${made.source.slice(1)}`, "m"), "so does the manifest's");
+  },
+);
 
 t.test(
   "the config is mounted where the image looks, the key where the config names it",
@@ -204,20 +208,23 @@ t.test("each example's config passes gatehouse check --no-env", async (t) => {
   }
 });
 
-t.test("compose: the admin token comes from a git-ignored env file README makes", async (t) => {
-  const name = composeConfig.file.admin_token_env;
-  t.not(name, "", "admin_token_env is set: the admin listener is on every interface");
-  const [, service] = gatehouseServices[0] as [string, (typeof gatehouseServices)[0][1]];
-  t.notOk((service.environment as Json | undefined)?.[name], "not written in the compose file");
-  const envFiles = service.env_file as string[];
-  t.equal(envFiles.length, 1);
-  const envFile = join("deploy/compose", envFiles[0] as string);
-  t.equal(spawnSync("git", ["check-ignore", "-q", envFile]).status, 0, `${envFile} is ignored`);
-  const readme = await readFile("README.md", "utf8");
-  const line = readme.split("\n").find((l) => l.endsWith(`> ${envFile}`)) ?? "";
-  t.match(line, new RegExp(`${name}=`), "README's command writes the token into it");
-  t.match(line, /REPORTING_APP_SECRET=/, "and the client secret");
-});
+t.test(
+  "compose: the admin token comes from a git-ignored env file docs/deploying.md makes",
+  async (t) => {
+    const name = composeConfig.file.admin_token_env;
+    t.not(name, "", "admin_token_env is set: the admin listener is on every interface");
+    const [, service] = gatehouseServices[0] as [string, (typeof gatehouseServices)[0][1]];
+    t.notOk((service.environment as Json | undefined)?.[name], "not written in the compose file");
+    const envFiles = service.env_file as string[];
+    t.equal(envFiles.length, 1);
+    const envFile = join("deploy/compose", envFiles[0] as string);
+    t.equal(spawnSync("git", ["check-ignore", "-q", envFile]).status, 0, `${envFile} is ignored`);
+    const deploying = readManual("docs/deploying.md");
+    const line = deploying.split("\n").find((l) => l.endsWith(`> ${envFile}`)) ?? "";
+    t.match(line, new RegExp(`${name}=`), "docs/deploying.md's command writes the token into it");
+    t.match(line, /REPORTING_APP_SECRET=/, "and the client secret");
+  },
+);
 
 /**
  * `text` with the addresses of this machine: listeners on port 0, the test's upstream and Redis,
@@ -317,9 +324,9 @@ function deployFiles(): Array<{ path: string; text: string }> {
     .map((path) => ({ path, text: readFileSync(path, "utf8") }));
 }
 
-t.test("README, deploy/ and the Dockerfile name the image by one tag", async (t) => {
+t.test("README, docs/, deploy/ and the Dockerfile name the image by one tag", async (t) => {
   const texts = [
-    { path: "README.md", text: await readFile("README.md", "utf8") },
+    ...manualFiles().map((path) => ({ path, text: readManual(path) })),
     { path: "Dockerfile", text: await readFile("Dockerfile", "utf8") },
     ...deployFiles(),
   ];
@@ -336,7 +343,7 @@ t.test("README, deploy/ and the Dockerfile name the image by one tag", async (t)
   }
   const where = [...tags].map(([tag, paths]) => `${tag} in ${[...paths].join(", ")}`);
   t.strictSame([...tags.keys()], ["local"], `one tag: ${where.join("; ")}`);
-  for (const path of ["README.md", "Dockerfile", "deploy/kubernetes.yaml"]) {
+  for (const path of ["README.md", "docs/deploying.md", "Dockerfile", "deploy/kubernetes.yaml"]) {
     t.ok(tags.get("local")?.has(path), `${path} names it`);
   }
   t.equal(gatehouseContainer.image, "gatehouse:local", "the manifest runs it");
@@ -487,20 +494,19 @@ t.test("kubernetes: two replicas of the ConfigMap's config share one limit in Re
   t.ok(keys.split("\n").length >= 2, `the rate limit and the quota are in Redis: ${keys}`);
 });
 
-// README's Footprint figures are MB of /proc's kB divided by 1024, so MiB; Mi is 2^20 bytes.
+// docs/benchmark.md's Footprint figures are MB of /proc's kB divided by 1024, so MiB; Mi is 2^20 bytes.
 t.test(
-  "the gatehouse container's memory limit is 1.5x the RSS README measured after load",
+  "the gatehouse container's memory limit is 1.5x the RSS docs/benchmark.md measured after load",
   async (t) => {
-    const readme = await readFile("README.md", "utf8");
-    const section = /### Footprint\n([\s\S]*?)\n## /.exec(readme)?.[1] ?? "";
-    const header = section.split("\n").find((l) => l.startsWith("| Node")) ?? "";
+    const footprint = section(readManual("docs/benchmark.md"), "Footprint");
+    const header = footprint.split("\n").find((l) => l.startsWith("| Node")) ?? "";
     const column = header
       .split("|")
       .map((cell) => cell.trim())
       .findIndex((cell) => cell.startsWith("RSS after"));
-    const row = section.split("\n").find((l) => /^\| 24\./.test(l)) ?? "";
+    const row = footprint.split("\n").find((l) => /^\| 24\./.test(l)) ?? "";
     const afterLoad = Number(/([\d.]+) MB/.exec(row.split("|")[column] ?? "")?.[1]);
-    t.ok(afterLoad > 100, `README's Node 24 figure after load: ${afterLoad} MB`);
+    t.ok(afterLoad > 100, `docs/benchmark.md's Node 24 figure after load: ${afterLoad} MB`);
     const units: Record<string, number> = { Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30 };
     const mib = (quantity: unknown) => {
       const [, amount, unit] = /^(\d+)(Ki|Mi|Gi)$/.exec(String(quantity)) ?? [];

@@ -1,4 +1,4 @@
-/** Liveness and readiness (README, Operations): answered by gatehouse itself, never forwarded. */
+/** Liveness and readiness (docs/operations.md): answered by gatehouse itself, never forwarded. */
 import t from "tap";
 import { json, send } from "./helpers/client.js";
 import { startTestGatehouse } from "./helpers/gatehouse.js";

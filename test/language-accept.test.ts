@@ -45,7 +45,7 @@ const ACCEPT_LANGUAGE_CASES: Array<[string | undefined, string, string]> = [
   ["fr;q=-1", "en", "negative"],
   ["fr;q=", "en", "empty weight"],
   ["fr;q=2, de;q=0.3", "de", "a bad member is skipped, the rest count"],
-  ["en_US", "en", "underscore read as hyphen (README, Language)"],
+  ["en_US", "en", "underscore read as hyphen (docs/language.md)"],
   ["fr_CA, de;q=0.9", "fr", "underscore in a region"],
   ["123", "en", "digits as language"],
   ["aaaaaaaaa", "en", "nine letters"],

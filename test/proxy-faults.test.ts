@@ -1,5 +1,5 @@
 /**
- * Upstream faults through real sockets (README, Forwarding and Errors): refused, silent,
+ * Upstream faults through real sockets (docs/forwarding.md, docs/errors.md): refused, silent,
  * reset before or during the response, garbage. gatehouse answers 502/504 or cuts the client off,
  * and keeps serving.
  */

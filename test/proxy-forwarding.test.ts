@@ -1,6 +1,6 @@
 /**
- * Forwarding through real sockets (README, Forwarding): method, canonical path, query byte for byte,
- * headers, request ids, Via, and bodies of a few MiB streamed both ways.
+ * Forwarding through real sockets (docs/forwarding.md): method, canonical path, query byte for
+ * byte, headers, request ids, Via, and bodies of a few MiB streamed both ways.
  */
 import { createHash } from "node:crypto";
 import {

@@ -1,5 +1,5 @@
 /**
- * Ambiguous request-targets and faulty framing through a real socket (README, Forwarding):
+ * Ambiguous request-targets and faulty framing through a real socket (docs/forwarding.md):
  * each is refused before routing, and nothing reaches the upstream.
  */
 import t from "tap";
@@ -34,7 +34,7 @@ function get(target: string, extraHeaders = "", version = "1.1"): string {
 }
 
 // [what is wrong, the target]. Every form below could name another resource to the upstream or
-// to a filter in front of it than it names to gatehouse (README, Forwarding): 400 invalid_path,
+// to a filter in front of it than it names to gatehouse (docs/forwarding.md): 400 invalid_path,
 // never forwarded.
 const invalidPaths: Array<[string, string]> = [
   ["an empty segment", "//admin"],

@@ -3,6 +3,7 @@ import { readFile } from "node:fs/promises";
 import t from "tap";
 import { configJsonSchema } from "../src/config/json-schema.js";
 import { ERROR_CODES } from "../src/http/error-codes.js";
+import { readManual, section } from "./helpers/docs.js";
 
 interface JsonSchema {
   type?: string;
@@ -29,21 +30,21 @@ function leafKeys(schema: JsonSchema, prefix: string): string[] {
   return [prefix];
 }
 
-// The README's configuration reference is the user's manual for the file: it names every key the
-// schema accepts, and no key the schema does not.
-t.test("the README's configuration reference lists exactly the schema's keys", async (t) => {
-  const readme = await readFile("README.md", "utf8");
-  const section = /## Configuration reference\n([\s\S]*?)\n## /.exec(readme)?.[1] ?? "";
-  const documented = [...section.matchAll(/^\| `([^`]+)`\s*\|/gm)].map((m) => m[1] as string);
+// The configuration reference (docs/configuration.md) is the user's manual for the file: it names
+// every key the schema accepts, and no key the schema does not.
+t.test("docs/configuration.md's reference lists exactly the schema's keys", async (t) => {
+  const reference = section(readManual("docs/configuration.md"), "Configuration reference");
+  t.ok(reference.length > 0, "the chapter has its Configuration reference");
+  const documented = [...reference.matchAll(/^\| `([^`]+)`\s*\|/gm)].map((m) => m[1] as string);
   const keys = [...new Set(leafKeys(JSON.parse(configJsonSchema()) as JsonSchema, ""))];
   t.strictSame([...documented].sort(), [...keys].sort());
 });
 
 // Every error body's code is one of ERROR_CODES, which the type checker holds every answer to.
-t.test("the README's Errors table lists exactly the stable error codes", async (t) => {
-  const readme = await readFile("README.md", "utf8");
-  const section = /## Errors\n([\s\S]*?)\n## /.exec(readme)?.[1] ?? "";
-  const documented = [...section.matchAll(/^\| \d{3}\s*\| `([a-z_]+)`/gm)].map((m) => m[1]);
+t.test("docs/errors.md's Errors table lists exactly the stable error codes", async (t) => {
+  const errors = section(readManual("docs/errors.md"), "Errors");
+  t.ok(errors.length > 0, "the chapter has its Errors section");
+  const documented = [...errors.matchAll(/^\| \d{3}\s*\| `([a-z_]+)`/gm)].map((m) => m[1]);
   t.strictSame([...documented].sort(), [...ERROR_CODES].sort());
 });
 

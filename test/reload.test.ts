@@ -1,7 +1,7 @@
 /**
- * Config reload (README, Operations): an in-place write, a rename over the file, a Kubernetes
- * ConfigMap symlink swap and SIGHUP each swap the snapshot; a bad file changes nothing. Changes are
- * awaited by polling with a deadline, never by asserting how long they took.
+ * Config reload (docs/operations.md, Reload): an in-place write, a rename over the file, a
+ * Kubernetes ConfigMap symlink swap and SIGHUP each swap the snapshot; a bad file changes nothing.
+ * Changes are awaited by polling with a deadline, never by asserting how long they took.
  */
 import { link, mkdir, mkdtemp, rename, rm, symlink, unlink, writeFile } from "node:fs/promises";
 import { createHash } from "node:crypto";
@@ -19,8 +19,8 @@ import { memoryLogger, startTestGatehouse } from "./helpers/gatehouse.js";
 import { startUpstream } from "./helpers/upstream.js";
 import { metric, scrape, type Scraped } from "./helpers/metrics.js";
 
-// A reload lands within about 150 ms (README, Operations); the deadline leaves room for a loaded
-// CI machine.
+// A reload lands within about 150 ms (docs/operations.md, Reload); the deadline leaves room for a
+// loaded CI machine.
 const DEADLINE_MS = 8000;
 
 const upstream = await startUpstream();

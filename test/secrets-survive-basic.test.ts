@@ -1,12 +1,14 @@
 /**
- * Every command that README and deploy/ give for making a secret makes one that survives HTTP
- * Basic unchanged: RFC 6749 §2.3.1 form-decodes the client id and secret, so a `+` (half of all
- * 32-byte base64 strings hold one) turns into a space and `curl -u` gets 401; `%` starts an escape,
- * and `/` and `=` are not safe in every place a secret is pasted. Hex and unpadded base64url are.
+ * Every command that README, docs/ and deploy/ give for making a secret makes one that survives
+ * HTTP Basic unchanged: RFC 6749 §2.3.1 form-decodes the client id and secret, so a `+` (half of
+ * all 32-byte base64 strings hold one) turns into a space and `curl -u` gets 401; `%` starts an
+ * escape, and `/` and `=` are not safe in every place a secret is pasted. Hex and unpadded
+ * base64url are.
  */
 import { readdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import t from "tap";
+import { manualFiles } from "./helpers/docs.js";
 
 // A line that draws random bytes for a secret.
 const GENERATOR =
@@ -54,8 +56,8 @@ t.test("the rule refuses generators that can make +, /, = or %", async (t) => {
   }
 });
 
-t.test("README and deploy/ make secrets in hex or base64url", async (t) => {
-  const files = ["README.md", ...(await filesUnder("deploy"))];
+t.test("README, docs/ and deploy/ make secrets in hex or base64url", async (t) => {
+  const files = [...manualFiles(), ...(await filesUnder("deploy"))];
   let generators = 0;
   for (const file of files) {
     const lines = (await readFile(file, "utf8")).split("\n");

@@ -1,5 +1,5 @@
 /**
- * Graceful shutdown of the built CLI (README, Operations): on SIGTERM readiness
+ * Graceful shutdown of the built CLI (docs/operations.md, Shutdown): on SIGTERM readiness
  * turns 503, the listener closes after `shutdown.delay`, requests in flight finish, exit 0.
  */
 import { mkdtemp, rm, writeFile } from "node:fs/promises";

@@ -1,5 +1,5 @@
 /**
- * The token endpoint through real sockets (RFC 6749 §4.4, §5; README, Tokens): each way a token
+ * The token endpoint through real sockets (RFC 6749 §4.4, §5; docs/tokens.md): each way a token
  * request can be wrong, asserting status, headers and the body's error code.
  */
 import t from "tap";
@@ -110,7 +110,7 @@ t.test("a JSON body is read; a body without a known Content-Type is invalid_requ
       client_secret: APP.secret,
     }),
   });
-  t.equal(json.status, 200, "application/json accepted (README, Tokens)");
+  t.equal(json.status, 200, "application/json accepted (docs/tokens.md)");
   const upper = await postToken(g.url, {
     headers: { "content-type": "application/json" },
     body: JSON.stringify({ CLIENT_ID: APP.id, CLIENT_SECRET: APP.secret }),
@@ -146,7 +146,7 @@ t.test("a JSON body is read; a body without a known Content-Type is invalid_requ
 });
 
 t.test(
-  "a missing or empty grant_type is taken as client_credentials (README, Tokens)",
+  "a missing or empty grant_type is taken as client_credentials (docs/tokens.md)",
   async (t) => {
     const missing = await postToken(g.url, {
       body: form([

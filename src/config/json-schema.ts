@@ -9,7 +9,7 @@ export function configJsonSchema(): string {
     {
       ...schema,
       title: "gatehouse configuration",
-      description: "proxy.config.yaml: see README.md, section Configuration reference.",
+      description: "proxy.config.yaml: see docs/configuration.md, the configuration reference.",
     },
     null,
     2,

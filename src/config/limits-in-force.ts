@@ -26,7 +26,7 @@ export interface LimitsInForce<Holder> {
 }
 
 /**
- * The limits in force for a client (README, "Limits and their headers"): its plan is the one it names, else the plan
+ * The limits in force for a client (docs/limits.md): its plan is the one it names, else the plan
  * named `default` when there is one; its own `rate_limit(s)` replace the plan's whole set of rate
  * limits, its own `quota` the plan's quota. A client with neither a plan nor overrides is not
  * limited.

@@ -1,7 +1,7 @@
 /**
  * The stable `error` codes of gatehouse's answers: one vocabulary for every error body, the
- * public listener's, the token endpoint's (RFC 6749 §5.2) and the admin API's alike. README
- * ("Errors" and "Admin API") lists each with its status; a code never changes meaning.
+ * public listener's, the token endpoint's (RFC 6749 §5.2) and the admin API's alike.
+ * docs/errors.md lists each with its status; a code never changes meaning.
  */
 export const ERROR_CODES = [
   "invalid_path",

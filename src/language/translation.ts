@@ -1,7 +1,7 @@
 /**
- * The translation parameter (README, Language) rewritten over the raw query string: every occurrence
- * merged into one canonical value that stands where the parameter first appeared; every other
- * byte of the query is forwarded as it came.
+ * The translation parameter (docs/language.md) rewritten over the raw query string: every
+ * occurrence merged into one canonical value that stands where the parameter first appeared; every
+ * other byte of the query is forwarded as it came.
  */
 import { lookupRange, type TranslationRules } from "./table.js";
 

@@ -1,5 +1,5 @@
 /**
- * Graceful shutdown (README, Operations): the replica says it is not ready at once, stops
+ * Graceful shutdown (docs/operations.md): the replica says it is not ready at once, stops
  * accepting connections after `delay`, lets the requests in flight finish for up to `grace`, then
  * closes what is left and lets go of the forwarders and the limiter stores, saving the counters
  * to the state file.

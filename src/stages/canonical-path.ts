@@ -1,7 +1,7 @@
 import { canonicalTarget, PATH_REJECTION_MESSAGES } from "../http/path.js";
 import { errorReply, type Stage } from "../core/context.js";
 
-/** Canonicalises the request-target once (README, Forwarding); an ambiguous one is refused with 400. */
+/** Canonicalises the request-target once (docs/forwarding.md); an ambiguous one is refused with 400. */
 export function createCanonicalPathStage(): Stage {
   return function canonicalPath(ctx) {
     const target = canonicalTarget(ctx.req.url ?? "");

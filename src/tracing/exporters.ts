@@ -1,6 +1,6 @@
 /**
  * The span exporters of a process: none while `tracing.otlp_endpoint` is empty, and then the
- * OpenTelemetry SDK is not even loaded (README, Operations: traces). A reload that keeps the
+ * OpenTelemetry SDK is not even loaded (docs/operations.md, Traces). A reload that keeps the
  * export settings keeps the exporter and its queued spans; one that changes them gets a new one,
  * and the old one is shut down with its queue flushed, best effort, without holding the reload.
  */

@@ -20,6 +20,13 @@ export type Outcome = Reply | typeof HANDLED | undefined;
 /** One step of the request path. */
 export type Stage = (ctx: RequestContext) => Outcome | Promise<Outcome>;
 
+/** The scopes a bearer token was granted (RFC 9068 §2.2.3), read once when it was verified. */
+export interface GrantedScopes {
+  /** The `scope` claim as signed, space-separated; "" when the token has none. */
+  readonly text: string;
+  readonly names: ReadonlySet<string>;
+}
+
 /** Facts about one request, written by the stages in order. */
 export interface RequestContext {
   readonly req: IncomingMessage;
@@ -36,6 +43,8 @@ export interface RequestContext {
   route: Route | undefined;
   /** The authenticated client id. */
   clientId: string | undefined;
+  /** The bearer token's scopes (set by the authenticate stage). */
+  scopes: GrantedScopes | undefined;
   /** The one Accept-Language tag the upstream receives (set by the language stage). */
   language: string | undefined;
   /** Headers that every response to this request carries, by lower-case name. */

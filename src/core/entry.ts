@@ -49,6 +49,7 @@ export function createEntry(stages: () => readonly Stage[], services: Services):
       query: null,
       route: undefined,
       clientId: undefined,
+      scopes: undefined,
       language: undefined,
       responseHeaders: {},
       decision: "none",

@@ -15,6 +15,7 @@ import { createLanguageStage } from "./language.js";
 import { createLimitsStage } from "./limits.js";
 import { createRequestIdStage } from "./request-id.js";
 import { createRouteStage } from "./route.js";
+import { createScopesStage } from "./scopes.js";
 import { createTokenEndpointStage } from "./token-endpoint.js";
 import type { CounterStore } from "../limits/counters.js";
 import type { Forwarder } from "../upstream/forwarder.js";
@@ -58,6 +59,9 @@ export function buildStages(config: Snapshot, deps: PipelineDeps): readonly Stag
     createRouteStage(config.routes),
     // 401 and 400 for the bearer token come after 404/405 and before anything counts.
     createAuthenticateStage(config.tokens, failures, services),
+    // 403 for a token without the route's scopes: known only once the token is, and before
+    // anything counts, so a refused request is neither counted nor forwarded.
+    createScopesStage(config.routes),
     // After the route (only forwarded requests) and before the limits, so a refused
     // translation parameter (400) is never counted.
     createLanguageStage(config.languages),

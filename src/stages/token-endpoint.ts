@@ -14,6 +14,7 @@ import {
 } from "../core/context.js";
 import type { Services } from "../core/services.js";
 import { issueToken } from "../tokens/issue.js";
+import { grantFor, type ClientGrants } from "../tokens/grants.js";
 import {
   bodyType,
   parseBasicCredentials,
@@ -102,6 +103,12 @@ function rateLimited(decision: FailureDecision): Reply {
     `too many failed client authentications; retry after ${decision.retryAfterSeconds} seconds`,
     { "retry-after": String(decision.retryAfterSeconds) },
   );
+}
+
+/** A token request's credentials and its fields. */
+interface Received {
+  readonly credentials: ClientCredentials;
+  readonly fields: TokenRequestFields;
 }
 
 /** What the Authorization header holds for the token endpoint. */
@@ -219,7 +226,7 @@ async function receiveCredentials(
   endpoint: Endpoint,
   ctx: RequestContext,
   basic: ClientCredentials | undefined,
-): Promise<ClientCredentials | Reply | typeof HANDLED> {
+): Promise<Received | Reply | typeof HANDLED> {
   const { req } = ctx;
   // Only now is the body wanted (RFC 9110 §10.1.1): a refused request never got 100 Continue.
   if (req.headers.expect !== undefined) ctx.res.writeContinue();
@@ -236,7 +243,8 @@ async function receiveCredentials(
   if (fields.grantType !== undefined && fields.grantType !== "client_credentials") {
     return UNSUPPORTED_GRANT;
   }
-  return chooseCredentials(basic, fields);
+  const credentials = chooseCredentials(basic, fields);
+  return "secret" in credentials ? { credentials, fields } : credentials;
 }
 
 /** Authenticates the client of a token request and issues its token. */
@@ -252,12 +260,11 @@ async function serveToken(
   const early = await limiterCall(endpoint, failures.peek(ip));
   if (!early.allowed) return fail(endpoint, "rate_limited", rateLimited(early));
   if (basic === "malformed") return fail(endpoint, "malformed_credentials", INVALID_CLIENT);
-  const credentials = await receiveCredentials(endpoint, ctx, basic);
-  if (credentials === HANDLED || !("secret" in credentials)) {
-    return credentials === INVALID_CLIENT
-      ? fail(endpoint, "no_credentials", credentials)
-      : credentials;
+  const received = await receiveCredentials(endpoint, ctx, basic);
+  if (received === HANDLED || !("credentials" in received)) {
+    return received === INVALID_CLIENT ? fail(endpoint, "no_credentials", received) : received;
   }
+  const { credentials, fields } = received;
   const decision = await limiterCall(endpoint, failures.attempt(ip));
   if (!decision.allowed) {
     services.log.warn({ requestId: ctx.requestId, ip }, "client authentication failure limit");
@@ -277,8 +284,10 @@ async function serveToken(
     return fail(endpoint, listed ? "wrong_secret" : "unknown_client", INVALID_CLIENT);
   }
   await limiterCall(endpoint, failures.succeeded(decision));
-  const issued = await issueToken(settings, credentials.id, services.now());
   ctx.clientId = credentials.id;
+  const grants = settings.grants.get(credentials.id) as ClientGrants;
+  const grant = grantFor(grants, settings.audience, fields);
+  const issued = await issueToken(settings, credentials.id, services.now(), grant);
   services.metrics.tokensIssued.inc();
   return {
     status: 200,
@@ -288,6 +297,8 @@ async function serveToken(
       token: issued.token,
       token_type: "Bearer",
       expires_in: issued.expiresIn,
+      // RFC 6749 §5.1: what was granted, whether it was requested or the client's default.
+      ...(grant.scope === undefined ? {} : { scope: grant.scope }),
     },
   };
 }

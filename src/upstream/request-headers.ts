@@ -15,12 +15,16 @@ const FORWARDING_CLAIMS = [
 
 /** Builds, once per config, the function that writes the upstream's request headers. */
 export function createUpstreamHeaders(upstream: UpstreamSettings): (ctx: RequestContext) => void {
-  // What is never copied from the client: hop-by-hop fields, the identity header gatehouse owns,
-  // the bearer token unless it is to be passed on; and from an untrusted peer, forwarding claims.
+  // What is never copied from the client: hop-by-hop fields, the identity and scopes headers
+  // gatehouse owns (X-Client-Scopes even when not sent, so an upstream that reads it is never
+  // fooled), the bearer token unless it is to be passed on; and from an untrusted peer,
+  // forwarding claims.
   // The request id and the language are always gatehouse's own (the language stage runs on every
   // forwarded request), so they are added after the client's fields rather than overwritten in
   // place: every request then has its own fields in one order, whatever the client sent.
-  const own = [...REQUEST_HOP_BY_HOP, upstream.identityHeader, "x-request-id", "accept-language"];
+  const { identityHeader, scopesHeader } = upstream;
+  const own = [...REQUEST_HOP_BY_HOP, identityHeader, "x-request-id", "accept-language"];
+  own.push(scopesHeader === "" ? "x-client-scopes" : scopesHeader);
   if (!upstream.forwardAuthorization) own.push("authorization");
   const fromProxy = new Set(own);
   // The upstream's own authority, as nginx's proxy_pass sends it; the client's goes in
@@ -51,7 +55,10 @@ export function createUpstreamHeaders(upstream: UpstreamSettings): (ctx: Request
     // RFC 9110 §7.6.3: an intermediary adds itself to Via.
     headers.via = headers.via === undefined ? "1.1 gatehouse" : `${headers.via}, 1.1 gatehouse`;
     headers["x-request-id"] = ctx.requestId;
-    if (ctx.clientId !== undefined) headers[upstream.identityHeader] = ctx.clientId;
+    if (ctx.clientId !== undefined) headers[identityHeader] = ctx.clientId;
+    if (scopesHeader !== "" && ctx.scopes !== undefined && ctx.scopes.text !== "") {
+      headers[scopesHeader] = ctx.scopes.text;
+    }
     // Replaces whatever the client sent: exactly one flag (RFC 9110 §12.5.4).
     if (ctx.language !== undefined) headers["accept-language"] = ctx.language;
     req.headers = headers;

@@ -13,6 +13,7 @@ import { createFramingStage } from "./framing.js";
 import { createHealthStage } from "./health.js";
 import { createLanguageStage } from "./language.js";
 import { createLimitsStage } from "./limits.js";
+import { createMetadataStage } from "./metadata.js";
 import { createRequestIdStage } from "./request-id.js";
 import { createRouteStage } from "./route.js";
 import { createScopesStage } from "./scopes.js";
@@ -55,6 +56,8 @@ export function buildStages(config: Snapshot, deps: PipelineDeps): readonly Stag
     createHealthStage(config.health, services.lifecycle),
     // The token endpoint and the JWKS: gatehouse's own paths too, before the allowlist.
     createTokenEndpointStage(config.tokens, failures, services, deps.tokenBodyMs),
+    // RFC 8414 and RFC 9728 metadata: public, uncounted, before the allowlist too.
+    createMetadataStage(config.tokens),
     // The allowlist: 404 and 405 never reach the limiter.
     createRouteStage(config.routes),
     // 401 and 400 for the bearer token come after 404/405 and before anything counts.

@@ -15,6 +15,7 @@ import {
 import type { Services } from "../core/services.js";
 import { issueToken } from "../tokens/issue.js";
 import { grantFor, type ClientGrants } from "../tokens/grants.js";
+import { JWKS_PATH } from "../tokens/metadata.js";
 import {
   bodyType,
   parseBasicCredentials,
@@ -26,8 +27,6 @@ import {
 import { createClientAuthenticator, type ClientAuthenticator } from "../tokens/client-auth.js";
 import { fieldLines } from "../http/field-lines.js";
 
-/** The JWKS path (RFC 8615 well-known URI). */
-export const JWKS_PATH = "/.well-known/jwks.json";
 /** Largest token request body read; a larger one gets 413 before it is read. */
 export const MAX_TOKEN_BODY_BYTES = 8 * 1024;
 

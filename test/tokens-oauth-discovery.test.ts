@@ -42,17 +42,19 @@ const issuer = `http://127.0.0.1:${g.port}`;
 await g.writeConfig(await yaml(issuer));
 t.equal(await g.gatehouse.reload(), "success");
 
+/** openid-client's configuration for APP, found through gatehouse's metadata. */
+function discover(auth: oidc.ClientAuth): Promise<oidc.Configuration> {
+  // The test server is plain HTTP on loopback; RFC 8414 metadata, not OpenID Connect's.
+  return oidc.discovery(new URL(issuer), APP.id, undefined, auth, {
+    execute: [oidc.allowInsecureRequests],
+    algorithm: "oauth2",
+  });
+}
+
 t.test(
   "openid-client discovers gatehouse and obtains a scoped token for two resources",
   async (t) => {
-    const config = await oidc.discovery(
-      new URL(issuer),
-      APP.id,
-      undefined,
-      oidc.ClientSecretPost(APP.secret),
-      // The test server is plain HTTP on loopback; RFC 8414 metadata, not OpenID Connect's.
-      { execute: [oidc.allowInsecureRequests], algorithm: "oauth2" },
-    );
+    const config = await discover(oidc.ClientSecretPost(APP.secret));
     const metadata = config.serverMetadata();
     t.equal(metadata.issuer, issuer);
     t.equal(metadata.token_endpoint, `${issuer}/oauth/token`);
@@ -79,13 +81,7 @@ t.test(
 );
 
 t.test("openid-client reads an invalid_scope refusal as an OAuth error", async (t) => {
-  const config = await oidc.discovery(
-    new URL(issuer),
-    APP.id,
-    undefined,
-    oidc.ClientSecretBasic(APP.secret),
-    { execute: [oidc.allowInsecureRequests], algorithm: "oauth2" },
-  );
+  const config = await discover(oidc.ClientSecretBasic(APP.secret));
   const refusal = await oidc.clientCredentialsGrant(config, { scope: "items:write" }).then(
     () => undefined,
     (error: unknown) => error,

@@ -54,9 +54,9 @@ export function buildStages(config: Snapshot, deps: PipelineDeps): readonly Stag
     createCanonicalPathStage(),
     // gatehouse's own paths: answered here, never forwarded, never counted.
     createHealthStage(config.health, services.lifecycle),
-    // The token endpoint and the JWKS: gatehouse's own paths too, before the allowlist.
+    // The token endpoint: gatehouse's own path too, before the allowlist.
     createTokenEndpointStage(config.tokens, failures, services, deps.tokenBodyMs),
-    // RFC 8414 and RFC 9728 metadata: public, uncounted, before the allowlist too.
+    // The JWKS and the RFC 8414 and RFC 9728 metadata: public, uncounted, before the allowlist.
     createMetadataStage(config.tokens),
     // The allowlist: 404 and 405 never reach the limiter.
     createRouteStage(config.routes),

@@ -1,12 +1,13 @@
 import { errorReply, type Reply, type Stage } from "../core/context.js";
 import {
   AUTHORIZATION_SERVER_PATH,
+  JWKS_PATH,
   metadataOf,
   PROTECTED_RESOURCE_PATH,
 } from "../tokens/metadata.js";
 import type { TokenSettings } from "../tokens/settings.js";
 
-const WRONG_METHOD = errorReply(405, "method_not_allowed", "metadata answers GET and HEAD", {
+const WRONG_METHOD = errorReply(405, "method_not_allowed", "this document answers GET and HEAD", {
   allow: "GET, HEAD",
 });
 const NOT_SERVED = errorReply(
@@ -15,7 +16,7 @@ const NOT_SERVED = errorReply(
   "metadata is served only for an https issuer (http on a loopback host)",
 );
 
-function served(body: Readonly<Record<string, unknown>>): Reply {
+function served(body: unknown): Reply {
   return {
     status: 200,
     headers: { "content-type": "application/json", "cache-control": "public, max-age=300" },
@@ -23,9 +24,10 @@ function served(body: Readonly<Record<string, unknown>>): Reply {
   };
 }
 
-// The metadata namespaces are gatehouse's, whatever the issuer: never forwarded.
+// The JWKS and the metadata namespaces are gatehouse's, whatever the issuer: never forwarded.
 function ownPath(path: string): boolean {
   return (
+    path === JWKS_PATH ||
     path === PROTECTED_RESOURCE_PATH ||
     path === AUTHORIZATION_SERVER_PATH ||
     path.startsWith(AUTHORIZATION_SERVER_PATH + "/")
@@ -33,12 +35,13 @@ function ownPath(path: string): boolean {
 }
 
 /**
- * Serves the authorization server metadata (RFC 8414) and the protected resource metadata
- * (RFC 9728): gatehouse's own paths, without authentication, never counted or forwarded.
+ * Serves the public documents: the JWKS (RFC 7517 §5), the authorization server metadata
+ * (RFC 8414) and the protected resource metadata (RFC 9728); gatehouse's own paths, without
+ * authentication, never counted or forwarded.
  */
 export function createMetadataStage(settings: TokenSettings): Stage {
   const metadata = metadataOf(settings);
-  const documents = new Map<string, Reply>();
+  const documents = new Map<string, Reply>([[JWKS_PATH, served(settings.keys.jwks)]]);
   if (metadata !== undefined) {
     documents.set(metadata.authorizationServerPath, served(metadata.authorizationServer));
     documents.set(PROTECTED_RESOURCE_PATH, served(metadata.protectedResource));

@@ -5,7 +5,6 @@ import type { ErrorCode } from "../http/error-codes.js";
 import { GatehouseError } from "../http/errors.js";
 import type { FailureDecision, FailureLimiter } from "../limits/failures.js";
 import {
-  errorReply,
   HANDLED,
   type Outcome,
   type Reply,
@@ -15,7 +14,6 @@ import {
 import type { Services } from "../core/services.js";
 import { issueToken } from "../tokens/issue.js";
 import { grantFor, type ClientGrants } from "../tokens/grants.js";
-import { JWKS_PATH } from "../tokens/metadata.js";
 import {
   bodyType,
   parseBasicCredentials,
@@ -82,9 +80,6 @@ const UNSUPPORTED_GRANT = oauthError(
   "unsupported_grant_type",
   "the only grant type served here is client_credentials",
 );
-const JWKS_WRONG_METHOD = errorReply(405, "method_not_allowed", "the JWKS answers GET and HEAD", {
-  allow: "GET, HEAD",
-});
 
 // RFC 6749 §4.1.2.1 defines `temporarily_unavailable` for the authorization endpoint; the token
 // endpoint answers it in the same sense, in §5.2's format. RFC 9110 §10.2.3: retry after a second.
@@ -309,8 +304,8 @@ function asOauthError(error: unknown): Reply {
 }
 
 /**
- * Serves `POST {tokens.path}` (OAuth 2.0 client credentials, RFC 6749 §4.4) and
- * `GET /.well-known/jwks.json`; both are gatehouse's own paths, never forwarded.
+ * Serves `POST {tokens.path}` (OAuth 2.0 client credentials, RFC 6749 §4.4): gatehouse's own path,
+ * never forwarded.
  */
 export function createTokenEndpointStage(
   settings: TokenSettings,
@@ -337,17 +332,7 @@ export function createTokenEndpointStage(
       { connection: "close" },
     ),
   };
-  const jwks: Reply = {
-    status: 200,
-    headers: { "content-type": "application/json", "cache-control": "public, max-age=300" },
-    body: settings.keys.jwks,
-  };
-
   return function tokenEndpoint(ctx) {
-    if (ctx.path === JWKS_PATH) {
-      const method = ctx.req.method;
-      return method === "GET" || method === "HEAD" ? jwks : JWKS_WRONG_METHOD;
-    }
     if (ctx.path !== settings.path) return undefined;
     const { req } = ctx;
     // Answers that need no body come first, so they are sent without inviting it.

@@ -79,7 +79,7 @@ export const SCENARIOS: readonly Entry[] = [
   {
     kind: "side-by-side",
     name: "full",
-    description: "a token, a language, two rate limits and a quota",
+    description: "a token with the route's scope, a language, two rate limits and a quota",
     goal: 1.1,
     versus: "bare",
     prepare: full,

@@ -56,6 +56,9 @@ export interface Skipped extends Skip {
 
 const OPEN_PATH = "/v1/status";
 const PROTECTED_PATH = "/v1/items";
+/** The full scenario's route: protected, and it needs a scope the limited client is granted. */
+const SCOPED_PATH = "/v1/orders";
+const SCOPE = "orders:read";
 /** The shared gatehouse processes' token endpoint. */
 export const TOKEN_PATH = "/oauth/token";
 const LANGUAGE_QUERY = "translation_language=FR,de";
@@ -95,7 +98,8 @@ export function newSigningKey(): string {
 /**
  * The shared gatehouse processes' config: the example's route table, one open route without an
  * anonymous plan, a client without a plan (unlimited) and one whose plan has two rate limits (a
- * burst and a sustained one) and a quota on the memory store. Tokens are signed with the key in
+ * burst and a sustained one) and a quota on the memory store, granted the scope that the full
+ * scenario's route needs. Tokens are signed with the key in
  * `keyFile`, so every process of a run accepts the tokens of the others. Logging stays at its
  * default level, `info`.
  */
@@ -109,12 +113,14 @@ tokens:
   signing:
     algorithm: EdDSA
     key_file: ${JSON.stringify(keyFile)}
+  scopes: [${SCOPE}]
 clients:
   - id: ${BEARER_CLIENT}
     secret_env: GATEHOUSE_BENCH_BEARER_SECRET
   - id: ${LIMITED_CLIENT}
     secret_env: GATEHOUSE_BENCH_LIMITED_SECRET
     plan: bench
+    scopes: [${SCOPE}]
 plans:
   bench:
     rate_limits:
@@ -127,6 +133,9 @@ routes:
   - path: /v1/items/*
     methods: [GET, PUT, DELETE]
     cost: 2
+  - path: ${SCOPED_PATH}
+    methods: [GET]
+    scopes: [${SCOPE}]
   - path: /v1/reports/**
     methods: [GET, POST]
   - path: ${OPEN_PATH}
@@ -221,8 +230,8 @@ export async function language(shared: Shared): Promise<Pairing> {
 }
 
 /**
- * The `full` request: the protected route with a language and a token, from `gatehouse`, of the
- * client whose plan counts it.
+ * The `full` request: a protected route that needs a scope, with a language and a token, from
+ * `gatehouse`, of the client whose plan counts it and who is granted the scope.
  */
 export async function fullRequest(
   gatehouse: Served,
@@ -230,7 +239,7 @@ export async function fullRequest(
 ): Promise<{ path: string; headers: Record<string, string> }> {
   const token = await fetchToken(gatehouse, LIMITED_CLIENT, secrets.limited);
   return {
-    path: `${PROTECTED_PATH}?${LANGUAGE_QUERY}`,
+    path: `${SCOPED_PATH}?${LANGUAGE_QUERY}`,
     headers: { ...LANGUAGE_HEADERS, ...authorization(token) },
   };
 }

@@ -30,6 +30,9 @@ const expected: Record<string, string[]> = {
   "client-no-secret.yaml": [
     "4:5 clients[0]: needs secret_hash (from gatehouse hash-secret) or secret_env",
   ],
+  "client-resource-fragment.yaml": [
+    "6:17 clients[0].resources[0]: must be an absolute URI without a fragment, such as https://api.example.com",
+  ],
   "client-unknown-plan.yaml": ["6:11 clients[0].plan: names no plan; known plans: standard"],
   "duplicate-key.yaml": ["6:5 duplicate key: each key may appear only once in a mapping"],
   "empty-value.yaml": ["3:3 upstream.timeout: must be a duration such as 500ms, 30s, 1m, 1h or 1d"],
@@ -59,7 +62,7 @@ const expected: Record<string, string[]> = {
     "4:18 tracing.otlp_endpoint: must not contain a query or a fragment",
   ],
   "many-errors.yaml": [
-    '4:3 upstream.timout: unknown key; did you mean "timeout"? (allowed here: url, timeout, max_sockets, idle_timeout, identity_header, forward_authorization)',
+    '4:3 upstream.timout: unknown key; did you mean "timeout"? (allowed here: url, timeout, max_sockets, idle_timeout, identity_header, scopes_header, forward_authorization)',
     "5:9 listen: must be HOST:PORT with a port from 0 to 65535, such as 0.0.0.0:8080 or [::]:8080",
     '7:11 routes[0].path: must not contain "." or ".." segments',
     "10:12 languages.default: must be one of the supported languages (en, fr, de, es, it)",
@@ -132,6 +135,20 @@ const expected: Record<string, string[]> = {
   ],
   "route-no-methods.yaml": ["5:14 routes[0].methods: must list at least one method"],
   "route-no-slash.yaml": ['4:11 routes[0].path: must start with "/"'],
+  "route-scopes-anonymous.yaml": [
+    "9:13 routes[0].scopes: needs auth: bearer; an anonymous request has no scopes",
+  ],
+  "route-scopes-both.yaml": ["9:17 routes[0].scopes_any: cannot be combined with scopes; keep one"],
+  "scope-default-not-granted.yaml": [
+    "9:22 clients[0].default_scopes[0]: is not among the client's scopes",
+  ],
+  "scope-token.yaml": [
+    '4:12 tokens.scopes[0]: must be a scope token: printable ASCII without spaces, " or \\, such as items:read',
+  ],
+  "scope-unknown.yaml": [
+    "8:26 clients[0].scopes[1]: names a scope tokens.scopes does not list (known: items:read)",
+    "12:30 routes[0].scopes_any[1]: names a scope tokens.scopes does not list (known: items:read)",
+  ],
   "route-partial-wildcard.yaml": [
     '4:11 routes[0].path: "*" and "**" must be whole path segments, such as /v1/items/*',
   ],
@@ -144,15 +161,15 @@ const expected: Record<string, string[]> = {
     "11:7 clients[1].quota.burst: unknown key (allowed here: limit, period)",
   ],
   "unknown-key-nested.yaml": [
-    '6:5 routes[0].cots: unknown key; did you mean "cost"? (allowed here: path, methods, cost, auth)',
+    '6:5 routes[0].cots: unknown key; did you mean "cost"? (allowed here: path, methods, cost, auth, scopes, scopes_any)',
   ],
   "unknown-key.yaml": [
-    '3:3 upstream.timout: unknown key; did you mean "timeout"? (allowed here: url, timeout, max_sockets, idle_timeout, identity_header, forward_authorization)',
+    '3:3 upstream.timout: unknown key; did you mean "timeout"? (allowed here: url, timeout, max_sockets, idle_timeout, identity_header, scopes_header, forward_authorization)',
   ],
   "window-too-long.yaml": ["5:39 plans.yearly.rate_limit.window: must be at most 366d"],
   "unknown-key-unicode.yaml": [
-    "1:43 upstream.délai😀: unknown key (allowed here: url, timeout, max_sockets, idle_timeout, identity_header, forward_authorization)",
-    '1:57 upstream.timout: unknown key; did you mean "timeout"? (allowed here: url, timeout, max_sockets, idle_timeout, identity_header, forward_authorization)',
+    "1:43 upstream.délai😀: unknown key (allowed here: url, timeout, max_sockets, idle_timeout, identity_header, scopes_header, forward_authorization)",
+    '1:57 upstream.timout: unknown key; did you mean "timeout"? (allowed here: url, timeout, max_sockets, idle_timeout, identity_header, scopes_header, forward_authorization)',
   ],
   "wrong-type.yaml": ["3:16 upstream.max_sockets: must be a whole number"],
   "yaml-syntax.yaml": [

@@ -205,14 +205,12 @@ t.test("a repeated parameter, an alias included, is invalid_request", async (t) 
   }
 });
 
-t.test("an empty scope and unknown parameters are ignored", async (t) => {
+t.test("an empty scope and unknown parameters are ignored; a scope not given is not", async (t) => {
   t.equal((await postToken(g.url, { body: good([["scope", ""]]) })).status, 200, "scope=");
   t.equal((await postToken(g.url, { body: good([["foo", "bar"]]) })).status, 200, "foo=bar");
-  t.equal(
-    (await postToken(g.url, { body: good([["scope", "admin"]]) })).status,
-    200,
-    "scope is not used",
-  );
+  const scoped = await postToken(g.url, { body: good([["scope", "admin"]]) });
+  t.equal(scoped.status, 400, "a scope the client was not given");
+  t.equal(scoped.json.error, "invalid_scope");
 });
 
 const CHALLENGE = 'Basic realm="gatehouse"';

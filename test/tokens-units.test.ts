@@ -1,4 +1,7 @@
-/** Table-driven tests of the token helpers: secrets, request parsing, the verified-token cache. */
+/**
+ * Table-driven tests of the token helpers: secrets, request parsing, grants, the verified-token
+ * cache.
+ */
 import t from "tap";
 import type { TokenSettings } from "../src/tokens/settings.js";
 import { createFailureLimiter } from "../src/limits/failures.js";
@@ -6,6 +9,7 @@ import { createOutage } from "../src/limits/outage.js";
 import { createMemoryStore } from "../src/limits/memory-store.js";
 import { createMetrics } from "../src/metrics.js";
 import { issueToken } from "../src/tokens/issue.js";
+import { compileGrants, grantFor, type Grant } from "../src/tokens/grants.js";
 import { generateKeyPairFor, keyRing } from "../src/tokens/keys.js";
 import { memoized } from "../src/tokens/memo.js";
 import { createRememberedSecrets } from "../src/tokens/remembered.js";
@@ -83,25 +87,46 @@ t.test("token bodies: fields, aliases, empty values, repeats", async (t) => {
     grantType: "client_credentials",
     clientId: "a",
     clientSecret: "b c!",
+    scope: undefined,
+    resources: [],
   });
-  t.strictSame(form("CLIENT_ID=a&CLIENT_SECRET=b&scope=x&foo"), {
+  t.strictSame(form("CLIENT_ID=a&CLIENT_SECRET=b&scope=x+y&foo&resource=urn%3Aa&resource=urn:b"), {
     grantType: undefined,
     clientId: "a",
     clientSecret: "b",
+    scope: "x y",
+    resources: ["urn:a", "urn:b"],
   });
-  t.strictSame(form("grant_type=&client_id=&&"), {
+  t.strictSame(form("grant_type=&client_id=&&scope=&resource="), {
     grantType: undefined,
     clientId: undefined,
     clientSecret: undefined,
+    scope: undefined,
+    resources: [],
   });
   t.strictSame(parseTokenBody(Buffer.alloc(0), undefined).clientId, undefined, "empty body");
-  for (const body of ["client_id=a&client_id=a", "client_id=a&CLIENT_ID=a", "x=%zz", "x=%FF"]) {
+  for (const body of [
+    "client_id=a&client_id=a",
+    "client_id=a&CLIENT_ID=a",
+    "scope=a&scope=b",
+    "x=%zz",
+    "x=%FF",
+  ]) {
     t.throws(() => form(body), { code: "invalid_request", status: 400 }, body);
   }
   t.throws(() => parseTokenBody(Buffer.from("a=b"), undefined), { code: "invalid_request" });
   const json = (value: unknown) => parseTokenBody(Buffer.from(JSON.stringify(value)), "json");
   t.equal(json({ client_id: "a", other: 1 }).clientId, "a");
-  for (const value of [[], "text", null, { client_id: 1 }, { grant_type: ["a"] }]) {
+  t.strictSame(json({ resource: ["urn:a", "urn:b"] }).resources, ["urn:a", "urn:b"]);
+  t.strictSame(json({ resource: "urn:a", scope: "x" }).resources, ["urn:a"]);
+  for (const value of [
+    [],
+    "text",
+    null,
+    { client_id: 1 },
+    { grant_type: ["a"] },
+    { resource: ["urn:a", 1] },
+  ]) {
     t.throws(() => json(value), { code: "invalid_request" }, JSON.stringify(value));
   }
 });
@@ -115,6 +140,7 @@ t.test("credentials in a query string are found under any spelling", async (t) =
     ["client%5Fid=x", true],
     ["CLIENT_ID", true],
     ["my_client_id=x", false],
+    ["scope=a&resource=urn%3Ab", false],
   ];
   for (const [query, expected] of cases)
     t.equal(queryHasCredentials(query), expected, String(query));
@@ -136,31 +162,116 @@ async function settings(): Promise<TokenSettings> {
     verifyConcurrency: 1,
     failureLimit: { limit: 3, windowMs: 60_000, window: "1m" },
     ephemeralKey: true,
+    scopes: [],
+    grants: new Map(),
   };
 }
+
+const NO_GRANT: Grant = { scope: undefined, audience: "upstream" };
 
 t.test("the verified-token cache: until exp plus the tolerance, bounded, oldest out", async (t) => {
   const config = await settings();
   const now = Date.UTC(2026, 0, 1);
   const verifier = createTokenVerifier(config, 2);
   const [a, b, c] = await Promise.all(
-    ["a", "b", "c"].map(async (id) => (await issueToken(config, id, now)).token),
+    ["a", "b", "c"].map(async (id) => (await issueToken(config, id, now, NO_GRANT)).token),
   );
   t.equal(verifier.cached(a as string, now), undefined, "nothing before a verification");
-  t.equal(await verifier.verify(a as string, now), "a");
-  t.equal(verifier.cached(a as string, now + 64_999), "a", "until exp + tolerance");
+  t.equal((await verifier.verify(a as string, now)).clientId, "a");
+  t.equal(verifier.cached(a as string, now + 64_999)?.clientId, "a", "until exp + tolerance");
   t.equal(verifier.cached(a as string, now + 65_000), undefined, "not after");
   await verifier.verify(a as string, now);
   await verifier.verify(b as string, now);
   await verifier.verify(c as string, now);
   t.equal(verifier.cached(a as string, now), undefined, "the oldest was forgotten");
-  t.equal(verifier.cached(c as string, now), "c");
+  t.equal(verifier.cached(c as string, now)?.clientId, "c");
   const rejection = await verifier.verify(`${c}=`, now).catch((error: unknown) => error);
   t.type(rejection, TokenRejected);
   t.equal((rejection as TokenRejected).reason, "malformed");
   const expired = await verifier.verify(a as string, now + 66_000).catch((error: unknown) => error);
   t.equal((expired as TokenRejected).reason, "expired");
 });
+
+t.test("a verified token's scope claim is cached as a set", async (t) => {
+  const config = await settings();
+  const now = Date.UTC(2026, 0, 1);
+  const verifier = createTokenVerifier(config);
+  const scoped = await issueToken(config, "a", now, { scope: "x y", audience: "upstream" });
+  const verified = await verifier.verify(scoped.token, now);
+  t.equal(verified.scopes.text, "x y");
+  t.strictSame([...verified.scopes.names], ["x", "y"]);
+  t.equal(
+    verifier.cached(scoped.token, now)?.scopes,
+    verified.scopes,
+    "the same set, not parsed again",
+  );
+  const plain = await issueToken(config, "b", now, NO_GRANT);
+  t.equal((await verifier.verify(plain.token, now)).scopes.names.size, 0, "no claim, no scopes");
+});
+
+t.test(
+  "grants: requested scopes, default scopes, resources (RFC 6749 §3.3, RFC 8707)",
+  async (t) => {
+    const grants = compileGrants(
+      [
+        {
+          id: "app",
+          secret_env: "X",
+          scopes: ["items:read", "items:write", "reports:read"],
+          default_scopes: ["items:read"],
+          resources: ["https://api.example", "https://reports.example"],
+        },
+        { id: "all", secret_env: "X", scopes: ["items:read", "reports:read"] },
+        { id: "none", secret_env: "X", scopes: [] },
+      ],
+      "https://api.example",
+    );
+    const app = grants.get("app")!;
+    const grant = (scope: string | undefined, resources: string[] = []) =>
+      grantFor(app, "https://api.example", { scope, resources });
+    t.strictSame(grant(undefined), { scope: "items:read", audience: "https://api.example" });
+    t.strictSame(grant("reports:read items:read reports:read").scope, "reports:read items:read");
+    t.strictSame(grant(undefined, ["https://reports.example"]).audience, "https://reports.example");
+    t.strictSame(grant(undefined, ["https://reports.example", "https://api.example"]).audience, [
+      "https://reports.example",
+      "https://api.example",
+    ]);
+    t.equal(
+      grantFor(grants.get("all")!, "u", { scope: undefined, resources: [] }).scope,
+      "items:read reports:read",
+      "default_scopes defaults to all of scopes",
+    );
+    t.strictSame(
+      grantFor(grants.get("none")!, "https://api.example", {
+        scope: undefined,
+        resources: ["https://api.example"],
+      }),
+      { scope: undefined, audience: "https://api.example" },
+      "nothing granted; resources default to the audience",
+    );
+    for (const scope of [
+      "admin",
+      "items:read  reports:read",
+      " items:read",
+      'a"b',
+      "items:read\\",
+    ]) {
+      t.throws(() => grant(scope), { code: "invalid_scope", status: 400 }, JSON.stringify(scope));
+    }
+    for (const resource of [
+      "https://other.example",
+      "https://api.example#x",
+      "relative/path",
+      "",
+    ]) {
+      t.throws(
+        () => grant(undefined, [resource]),
+        { code: "invalid_target", status: 400 },
+        resource,
+      );
+    }
+  },
+);
 
 t.test(
   "the failure limiter: per address only; peek counts nothing, successes are refunded",

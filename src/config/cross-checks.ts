@@ -1,7 +1,7 @@
 /**
  * Checks that relate keys to one another (a client's plan, duplicate ids and routes, a route's
- * cost and the limits that count it, the store and its state file), each adding one problem at the
- * key to fix. They run even when another part of the file is invalid, so that one run reports
+ * cost and the limits that count it, the store and its state file, scopes and the known ones),
+ * each adding one problem at the key to fix. They run even when another part of the file is invalid, so that one run reports
  * every problem: each reads only the values that are well-formed and leaves the rest to the
  * schema's own messages.
  */
@@ -192,6 +192,41 @@ function unservableRoutes(file: Record<string, unknown>, ctx: Ctx): void {
   });
 }
 
+function strings(value: unknown): string[] {
+  return list(value).filter((entry) => typeof entry === "string");
+}
+
+// RFC 6749 §3.3: the server defines the scopes; a scope that `tokens.scopes` does not list is a
+// typo that would grant, or require, something nobody can have.
+function knownScopes(file: Record<string, unknown>, ctx: Ctx): void {
+  const tokens = isRecord(file.tokens) ? file.tokens : {};
+  const known = new Set(strings(tokens.scopes));
+  const listing = known.size === 0 ? "tokens.scopes is empty" : `known: ${[...known].join(", ")}`;
+  const unknown = (path: Path, values: unknown): void => {
+    list(values).forEach((scope, index) => {
+      if (typeof scope === "string" && !known.has(scope)) {
+        problem(ctx, [...path, index], `names a scope tokens.scopes does not list (${listing})`);
+      }
+    });
+  };
+  list(file.clients).forEach((client, index) => {
+    if (!isRecord(client)) return;
+    unknown(["clients", index, "scopes"], client.scopes);
+    unknown(["clients", index, "default_scopes"], client.default_scopes);
+    const own = new Set(strings(client.scopes));
+    list(client.default_scopes).forEach((scope, at) => {
+      if (typeof scope === "string" && known.has(scope) && !own.has(scope)) {
+        problem(ctx, ["clients", index, "default_scopes", at], "is not among the client's scopes");
+      }
+    });
+  });
+  list(file.routes).forEach((route, index) => {
+    if (!isRecord(route)) return;
+    unknown(["routes", index, "scopes"], route.scopes);
+    unknown(["routes", index, "scopes_any"], route.scopes_any);
+  });
+}
+
 /** Checks keys of different sections against each other; see the module comment. */
 export function crossChecks(file: unknown, ctx: Ctx): void {
   if (!isRecord(file)) return;
@@ -200,4 +235,5 @@ export function crossChecks(file: unknown, ctx: Ctx): void {
   duplicateRoutes(file, ctx);
   stateFileStore(file, ctx);
   unservableRoutes(file, ctx);
+  knownScopes(file, ctx);
 }

@@ -184,3 +184,34 @@ export function oneRateForm(
     });
   }
 }
+
+/** RFC 6749 §3.3 scope-token: printable ASCII but space, `"` and `\`. */
+export const SCOPE_TOKEN = /^[\x21\x23-\x5B\x5D-\x7E]+$/;
+
+/** RFC 8707 §2: an absolute URI (RFC 3986 §4.3, a scheme first) without a fragment. */
+export function isResourceUri(value: string): boolean {
+  return /^[A-Za-z][A-Za-z0-9+.-]*:[^#\s]+$/.test(value) && URL.canParse(value);
+}
+
+/** A list names each entry once. */
+export function checkListedOnce(list: readonly string[], ctx: Ctx): void {
+  const seen = new Set<string>();
+  list.forEach((entry, index) => {
+    if (seen.has(entry)) problem(ctx, [index], "is listed twice");
+    seen.add(entry);
+  });
+}
+
+/** A route needs all of `scopes` or one of `scopes_any`, not both, and only with a token. */
+export function checkRouteScopes(
+  route: { auth: string; scopes?: readonly string[]; scopes_any?: readonly string[] },
+  ctx: Ctx,
+): void {
+  if (route.scopes !== undefined && route.scopes_any !== undefined) {
+    problem(ctx, ["scopes_any"], "cannot be combined with scopes; keep one");
+  }
+  const key = route.scopes !== undefined ? "scopes" : "scopes_any";
+  if (route[key] !== undefined && route.auth !== "bearer") {
+    problem(ctx, [key], "needs auth: bearer; an anonymous request has no scopes");
+  }
+}

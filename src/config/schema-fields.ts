@@ -1,11 +1,17 @@
 /**
  * The value types the configuration schema is built from (durations, counts, listen addresses,
- * CIDR blocks, header names, language codes, gatehouse's own paths), each with the message that
- * a wrong value gets.
+ * CIDR blocks, header names, language codes, gatehouse's own paths, scopes, resource URIs), each
+ * with the message that a wrong value gets.
  */
 import { z } from "zod";
 import { DURATION_PATTERN, POSITIVE_DURATION_PATTERN } from "./duration.js";
-import { checkOwnPath, isCidr, isListenAddress } from "./schema-checks.js";
+import {
+  checkListedOnce,
+  checkOwnPath,
+  isCidr,
+  isListenAddress,
+  isResourceUri,
+} from "./schema-checks.js";
 
 /** A duration, zero allowed. */
 export const duration = (description: string) =>
@@ -73,3 +79,22 @@ export const hostName = z
       error: "must be a host name such as gatehouse.internal, without a scheme, port or path",
     },
   );
+
+/** An HTTP header name, or "" for none. */
+export const optionalHeaderName = z.string().regex(/^([!#$%&'*+.^_`|~0-9A-Za-z-]+)?$/, {
+  error: 'must be an HTTP header name, such as X-Client-Scopes, or "" for none',
+});
+
+/** A scope token (RFC 6749 §3.3): printable ASCII without space, `"` or `\`. */
+export const scopeToken = z.string().regex(/^[\x21\x23-\x5B\x5D-\x7E]+$/, {
+  error: 'must be a scope token: printable ASCII without spaces, " or \\, such as items:read',
+});
+
+/** A list of scope tokens. */
+export const scopeList = (description: string) =>
+  z.array(scopeToken).superRefine(checkListedOnce).describe(description);
+
+/** A resource indicator (RFC 8707 §2): an absolute URI without a fragment. */
+export const resourceUri = z.string().refine(isResourceUri, {
+  error: "must be an absolute URI without a fragment, such as https://api.example.com",
+});

@@ -19,6 +19,7 @@ import {
   checkLanguages,
   checkMethodsOnce,
   checkRoutePattern,
+  checkRouteScopes,
   checkTokens,
   checkUpstreamUrl,
   oneRateForm,
@@ -31,9 +32,12 @@ import {
   hostName,
   languageCode,
   listenAddress,
+  optionalHeaderName,
   ownPath,
   positiveDuration,
   positiveInt,
+  resourceUri,
+  scopeList,
 } from "./schema-fields.js";
 
 const METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"] as const;
@@ -65,6 +69,19 @@ const ClientSchema = z
     rate_limit: RateLimitSchema.optional().describe("Replaces the plan's rate limits."),
     rate_limits: RateLimitsSchema.optional().describe("Replaces the plan's rate limits."),
     quota: QuotaSchema.optional().describe("Overrides the plan's quota."),
+    scopes: scopeList(
+      "The scopes this client may be granted; each listed in tokens.scopes.",
+    ).default([]),
+    default_scopes: scopeList(
+      "Granted when a token request names no scope; default: all of scopes.",
+    ).optional(),
+    resources: z
+      .array(resourceUri)
+      .min(1, { error: "must list at least one resource" })
+      .optional()
+      .describe(
+        "The resource values (RFC 8707) this client may request; default: [tokens.audience].",
+      ),
   })
   .superRefine(checkClientSecret)
   .superRefine(oneRateForm);
@@ -84,8 +101,15 @@ const RouteSchema = z
       .enum(["bearer", "none"], { error: "must be bearer or none" })
       .default("bearer")
       .describe("bearer: a token is required; none: anonymous, limited by client IP."),
+    scopes: scopeList("Every one of these scopes is needed (403 insufficient_scope otherwise).")
+      .min(1, { error: "must list at least one scope" })
+      .optional(),
+    scopes_any: scopeList("One of these scopes is needed (403 insufficient_scope otherwise).")
+      .min(1, { error: "must list at least one scope" })
+      .optional(),
   })
-  .superRefine(checkMethodsOnce);
+  .superRefine(checkMethodsOnce)
+  .superRefine(checkRouteScopes);
 
 /** The whole configuration file, with every default applied. */
 export const FileSchema = z
@@ -131,6 +155,9 @@ export const FileSchema = z
         identity_header: headerName
           .default("X-Client-Id")
           .describe("Set to the authenticated client id; inbound copies are removed."),
+        scopes_header: optionalHeaderName
+          .default("X-Client-Scopes")
+          .describe('Set to the token\'s granted scopes; inbound copies are removed; "" for none.'),
         forward_authorization: z
           .boolean({ error: "must be true or false" })
           .default(false)
@@ -147,7 +174,14 @@ export const FileSchema = z
       .strictObject({
         path: ownPath.default("/oauth/token").describe("The token endpoint's path."),
         issuer: z.string().min(1).default("gatehouse").describe("The tokens' iss claim."),
-        audience: z.string().min(1).default("upstream").describe("The tokens' aud claim."),
+        audience: z
+          .string()
+          .min(1)
+          .default("upstream")
+          .describe("The tokens' aud claim when no resource is requested; bearer tokens need it."),
+        scopes: scopeList(
+          "Every scope gatehouse knows; clients and routes name only these.",
+        ).default([]),
         ttl: positiveDuration("Token lifetime (expires_in).").default("1h"),
         clock_tolerance: duration("Leeway for exp, nbf and iat checks.").default("30s"),
         signing: z

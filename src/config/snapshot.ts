@@ -134,6 +134,7 @@ export async function buildSnapshot(
       maxSockets: file.upstream.max_sockets,
       idleTimeoutMs: durationMs(file.upstream.idle_timeout),
       identityHeader: file.upstream.identity_header.toLowerCase(),
+      scopesHeader: file.upstream.scopes_header.toLowerCase(),
       forwardAuthorization: file.upstream.forward_authorization,
     },
     routes: await compileRoutesInSlices(file.routes),

@@ -24,7 +24,14 @@ export type Stage = (ctx: RequestContext) => Outcome | Promise<Outcome>;
  * gatehouse's own endpoints, named in the `route` label and field in place of a route pattern
  * (which always starts with /): a fixed set, so the metrics' label values stay bounded.
  */
-export type OwnEndpoint = "token" | "jwks" | "liveness" | "readiness";
+export type OwnEndpoint = "token" | "jwks" | "metadata" | "liveness" | "readiness";
+
+/** The scopes a bearer token was granted (RFC 9068 §2.2.3), read once when it was verified. */
+export interface GrantedScopes {
+  /** The `scope` claim as signed, space-separated; "" when the token has none. */
+  readonly text: string;
+  readonly names: ReadonlySet<string>;
+}
 
 /** Facts about one request, written by the stages in order. */
 export interface RequestContext {
@@ -54,6 +61,8 @@ export interface RequestContext {
   own: OwnEndpoint | undefined;
   /** The authenticated client id. */
   clientId: string | undefined;
+  /** The bearer token's scopes (set by the authenticate stage). */
+  scopes: GrantedScopes | undefined;
   /** The one Accept-Language tag the upstream receives (set by the language stage). */
   language: string | undefined;
   /** Headers that every response to this request carries, by lower-case name. */

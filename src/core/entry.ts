@@ -69,6 +69,7 @@ export function createEntry(
       route: undefined,
       own: undefined,
       clientId: undefined,
+      scopes: undefined,
       language: undefined,
       responseHeaders: {},
       decision: "none",

@@ -2,6 +2,14 @@
 import type { RouteConfig } from "../config/schema.js";
 import { canonicalTarget } from "../http/path.js";
 
+/** The scopes a route needs (RFC 6750 §3.1): every one of `names`, or one of them. */
+export interface ScopeRule {
+  readonly every: boolean;
+  readonly names: readonly string[];
+  /** `names` space-separated, as the challenge's `scope` attribute carries them. */
+  readonly text: string;
+}
+
 /** A route ready for matching. */
 export interface Route {
   /** The pattern as written in the file, used as the `route` label in logs and metrics. */
@@ -9,6 +17,8 @@ export interface Route {
   readonly methods: ReadonlySet<string>;
   readonly cost: number;
   readonly auth: "bearer" | "none";
+  /** `scopes` or `scopes_any`; undefined when the route needs none. */
+  readonly scopes: ScopeRule | undefined;
   readonly matcher: RegExp;
 }
 
@@ -106,6 +116,12 @@ interface CompiledRoute {
   readonly segments: readonly string[];
 }
 
+function scopeRule(entry: RouteConfig): ScopeRule | undefined {
+  const names = entry.scopes ?? entry.scopes_any;
+  if (names === undefined) return undefined;
+  return Object.freeze({ every: entry.scopes !== undefined, names, text: names.join(" ") });
+}
+
 function compileEntry(entry: RouteConfig): CompiledRoute {
   const segments = patternSegments(entry.path);
   const route = Object.freeze({
@@ -113,6 +129,7 @@ function compileEntry(entry: RouteConfig): CompiledRoute {
     methods: new Set(entry.methods),
     cost: entry.cost,
     auth: entry.auth,
+    scopes: scopeRule(entry),
     matcher: matcherOf(segments),
   });
   return { route, segments };

@@ -4,7 +4,7 @@ import type { FailureDecision, FailureLimiter } from "../limits/failures.js";
 import { tooManyRequests } from "../limits/headers.js";
 import { errorReply, type Reply, type RequestContext, type Stage } from "../core/context.js";
 import type { Services } from "../core/services.js";
-import { createTokenVerifier, TokenRejected } from "../tokens/verify.js";
+import { createTokenVerifier, TokenRejected, type VerifiedToken } from "../tokens/verify.js";
 
 /** Longest bearer token read; a longer one is refused before any parsing. */
 export const MAX_BEARER_TOKEN_LENGTH = 4096;
@@ -92,7 +92,7 @@ function bearerToken(ctx: RequestContext): string | Reply {
 
 /**
  * Requires a valid access token on `auth: bearer` routes (RFC 6750) and records its client in
- * `ctx.clientId`. A token verified before answers from the cache, without a signature check. A
+ * `ctx.clientId` and its scopes in `ctx.scopes`. A token verified before answers from the cache, without a signature check. A
  * token that fails verification, other than by expiring, counts against its client IP in
  * `failures`; beyond the limit, the IP's tokens that are not in the cache are
  * refused without a check.
@@ -111,10 +111,11 @@ export function createAuthenticateStage(
     return reply;
   };
 
-  const accept = (ctx: RequestContext, clientId: string): Reply | undefined => {
+  const accept = (ctx: RequestContext, token: VerifiedToken): Reply | undefined => {
     // A token outlives a config change; its client must still be listed.
-    if (!clients.has(clientId)) return refuse("bearer_client_removed", CLIENT_GONE);
-    ctx.clientId = clientId;
+    if (!clients.has(token.clientId)) return refuse("bearer_client_removed", CLIENT_GONE);
+    ctx.clientId = token.clientId;
+    ctx.scopes = token.scopes;
     return undefined;
   };
 
@@ -132,9 +133,9 @@ export function createAuthenticateStage(
     if (!early.allowed) {
       return refuse("bearer_rate_limited", tooManyRefused(early, settings.failureLimit));
     }
-    let clientId: string;
+    let verified: VerifiedToken;
     try {
-      clientId = await verifier.verify(token, nowMs);
+      verified = await verifier.verify(token, nowMs);
     } catch (error) {
       if (!(error instanceof TokenRejected)) throw error;
       // An expired token was signed by us: its client is renewing, not forging.
@@ -142,7 +143,7 @@ export function createAuthenticateStage(
       const counted = await limiterCall(ctx, failures.failed(ip));
       return counted === UNAVAILABLE ? LIMITS_UNAVAILABLE : refuse("bearer_invalid", INVALID);
     }
-    return accept(ctx, clientId);
+    return accept(ctx, verified);
   }
 
   return function authenticate(ctx) {

@@ -13,8 +13,10 @@ import { createFramingStage } from "./framing.js";
 import { createHealthStage } from "./health.js";
 import { createLanguageStage } from "./language.js";
 import { createLimitsStage } from "./limits.js";
+import { createMetadataStage } from "./metadata.js";
 import { createRequestIdStage } from "./request-id.js";
 import { createRouteStage } from "./route.js";
+import { createScopesStage } from "./scopes.js";
 import { createTokenEndpointStage } from "./token-endpoint.js";
 import { createTraceContextStage } from "./trace-context.js";
 import type { CounterStore } from "../limits/counters.js";
@@ -55,12 +57,17 @@ export function buildStages(config: Snapshot, deps: PipelineDeps): readonly Stag
     createCanonicalPathStage(),
     // gatehouse's own paths: answered here, never forwarded, never counted.
     createHealthStage(config.health, services.lifecycle),
-    // The token endpoint and the JWKS: gatehouse's own paths too, before the allowlist.
+    // The token endpoint: gatehouse's own path too, before the allowlist.
     createTokenEndpointStage(config.tokens, failures, services, deps.tokenBodyMs),
+    // The JWKS and the RFC 8414 and RFC 9728 metadata: public, uncounted, before the allowlist.
+    createMetadataStage(config.tokens),
     // The allowlist: 404 and 405 never reach the limiter.
     createRouteStage(config.routes),
     // 401 and 400 for the bearer token come after 404/405 and before anything counts.
     createAuthenticateStage(config.tokens, failures, services),
+    // 403 for a token without the route's scopes: known only once the token is, and before
+    // anything counts, so a refused request is neither counted nor forwarded.
+    createScopesStage(config.routes),
     // After the route (only forwarded requests) and before the limits, so a refused
     // translation parameter (400) is never counted.
     createLanguageStage(config.languages),

@@ -5,7 +5,6 @@ import type { ErrorCode } from "../http/error-codes.js";
 import { GatehouseError } from "../http/errors.js";
 import type { FailureDecision, FailureLimiter } from "../limits/failures.js";
 import {
-  errorReply,
   HANDLED,
   type Outcome,
   type Reply,
@@ -14,6 +13,7 @@ import {
 } from "../core/context.js";
 import type { Services } from "../core/services.js";
 import { issueToken } from "../tokens/issue.js";
+import { grantFor, type ClientGrants } from "../tokens/grants.js";
 import {
   bodyType,
   parseBasicCredentials,
@@ -25,8 +25,6 @@ import {
 import { createClientAuthenticator, type ClientAuthenticator } from "../tokens/client-auth.js";
 import { fieldLines } from "../http/field-lines.js";
 
-/** The JWKS path (RFC 8615 well-known URI). */
-export const JWKS_PATH = "/.well-known/jwks.json";
 /** Largest token request body read; a larger one gets 413 before it is read. */
 export const MAX_TOKEN_BODY_BYTES = 8 * 1024;
 
@@ -82,9 +80,6 @@ const UNSUPPORTED_GRANT = oauthError(
   "unsupported_grant_type",
   "the only grant type served here is client_credentials",
 );
-const JWKS_WRONG_METHOD = errorReply(405, "method_not_allowed", "the JWKS answers GET and HEAD", {
-  allow: "GET, HEAD",
-});
 
 // RFC 6749 §4.1.2.1 defines `temporarily_unavailable` for the authorization endpoint; the token
 // endpoint answers it in the same sense, in §5.2's format. RFC 9110 §10.2.3: retry after a second.
@@ -102,6 +97,12 @@ function rateLimited(decision: FailureDecision): Reply {
     `too many failed client authentications; retry after ${decision.retryAfterSeconds} seconds`,
     { "retry-after": String(decision.retryAfterSeconds) },
   );
+}
+
+/** A token request's credentials and its fields. */
+interface Received {
+  readonly credentials: ClientCredentials;
+  readonly fields: TokenRequestFields;
 }
 
 /** What the Authorization header holds for the token endpoint. */
@@ -219,7 +220,7 @@ async function receiveCredentials(
   endpoint: Endpoint,
   ctx: RequestContext,
   basic: ClientCredentials | undefined,
-): Promise<ClientCredentials | Reply | typeof HANDLED> {
+): Promise<Received | Reply | typeof HANDLED> {
   const { req } = ctx;
   // Only now is the body wanted (RFC 9110 §10.1.1): a refused request never got 100 Continue.
   if (req.headers.expect !== undefined) ctx.res.writeContinue();
@@ -236,7 +237,8 @@ async function receiveCredentials(
   if (fields.grantType !== undefined && fields.grantType !== "client_credentials") {
     return UNSUPPORTED_GRANT;
   }
-  return chooseCredentials(basic, fields);
+  const credentials = chooseCredentials(basic, fields);
+  return "secret" in credentials ? { credentials, fields } : credentials;
 }
 
 /** Authenticates the client of a token request and issues its token. */
@@ -252,12 +254,11 @@ async function serveToken(
   const early = await limiterCall(endpoint, failures.peek(ip));
   if (!early.allowed) return fail(endpoint, "rate_limited", rateLimited(early));
   if (basic === "malformed") return fail(endpoint, "malformed_credentials", INVALID_CLIENT);
-  const credentials = await receiveCredentials(endpoint, ctx, basic);
-  if (credentials === HANDLED || !("secret" in credentials)) {
-    return credentials === INVALID_CLIENT
-      ? fail(endpoint, "no_credentials", credentials)
-      : credentials;
+  const received = await receiveCredentials(endpoint, ctx, basic);
+  if (received === HANDLED || !("credentials" in received)) {
+    return received === INVALID_CLIENT ? fail(endpoint, "no_credentials", received) : received;
   }
+  const { credentials, fields } = received;
   const decision = await limiterCall(endpoint, failures.attempt(ip));
   if (!decision.allowed) {
     services.log.warn({ requestId: ctx.requestId, ip }, "client authentication failure limit");
@@ -277,8 +278,10 @@ async function serveToken(
     return fail(endpoint, listed ? "wrong_secret" : "unknown_client", INVALID_CLIENT);
   }
   await limiterCall(endpoint, failures.succeeded(decision));
-  const issued = await issueToken(settings, credentials.id, services.now());
   ctx.clientId = credentials.id;
+  const grants = settings.grants.get(credentials.id) as ClientGrants;
+  const grant = grantFor(grants, settings.audience, fields);
+  const issued = await issueToken(settings, credentials.id, services.now(), grant);
   services.metrics.tokensIssued.inc();
   return {
     status: 200,
@@ -288,6 +291,8 @@ async function serveToken(
       token: issued.token,
       token_type: "Bearer",
       expires_in: issued.expiresIn,
+      // RFC 6749 §5.1: what was granted, whether it was requested or the client's default.
+      ...(grant.scope === undefined ? {} : { scope: grant.scope }),
     },
   };
 }
@@ -299,8 +304,8 @@ function asOauthError(error: unknown): Reply {
 }
 
 /**
- * Serves `POST {tokens.path}` (OAuth 2.0 client credentials, RFC 6749 §4.4) and
- * `GET /.well-known/jwks.json`; both are gatehouse's own paths, never forwarded.
+ * Serves `POST {tokens.path}` (OAuth 2.0 client credentials, RFC 6749 §4.4): gatehouse's own path,
+ * never forwarded.
  */
 export function createTokenEndpointStage(
   settings: TokenSettings,
@@ -327,18 +332,7 @@ export function createTokenEndpointStage(
       { connection: "close" },
     ),
   };
-  const jwks: Reply = {
-    status: 200,
-    headers: { "content-type": "application/json", "cache-control": "public, max-age=300" },
-    body: settings.keys.jwks,
-  };
-
   return function tokenEndpoint(ctx) {
-    if (ctx.path === JWKS_PATH) {
-      ctx.own = "jwks";
-      const method = ctx.req.method;
-      return method === "GET" || method === "HEAD" ? jwks : JWKS_WRONG_METHOD;
-    }
     if (ctx.path !== settings.path) return undefined;
     ctx.own = "token";
     const { req } = ctx;

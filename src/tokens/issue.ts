@@ -2,6 +2,7 @@
 import { randomUUID } from "node:crypto";
 import { SignJWT } from "jose";
 import type { TokenSettings } from "./settings.js";
+import type { Grant } from "./grants.js";
 
 /** A token just issued, and its lifetime in seconds (`expires_in`). */
 export interface IssuedToken {
@@ -9,20 +10,25 @@ export interface IssuedToken {
   readonly expiresIn: number;
 }
 
-/** Signs an access token for `clientId` at `nowMs` (epoch milliseconds). */
+/** Signs an access token for `clientId` at `nowMs` (epoch milliseconds) carrying `grant`. */
 export async function issueToken(
   settings: TokenSettings,
   clientId: string,
   nowMs: number,
+  grant: Grant,
 ): Promise<IssuedToken> {
   const { current } = settings.keys;
   const iat = Math.floor(nowMs / 1000);
   // RFC 9068 §2.1: typ at+jwt, so an ID token or another JWT made with the key is not taken for
-  // an access token; §2.2: iss, exp, aud, sub, client_id, iat and jti.
-  const token = await new SignJWT({ client_id: clientId })
+  // an access token; §2.2: iss, exp, aud, sub, client_id, iat and jti; §2.2.3: scope when granted.
+  const claims =
+    grant.scope === undefined
+      ? { client_id: clientId }
+      : { client_id: clientId, scope: grant.scope };
+  const token = await new SignJWT(claims)
     .setProtectedHeader({ alg: current.alg, kid: current.kid, typ: "at+jwt" })
     .setIssuer(settings.issuer)
-    .setAudience(settings.audience)
+    .setAudience(grant.audience as string | string[])
     .setSubject(clientId)
     .setIssuedAt(iat)
     .setExpirationTime(iat + settings.ttlSeconds)

@@ -17,6 +17,10 @@ export interface TokenRequestFields {
   readonly grantType: string | undefined;
   readonly clientId: string | undefined;
   readonly clientSecret: string | undefined;
+  /** RFC 6749 §3.3, space-separated. */
+  readonly scope: string | undefined;
+  /** RFC 8707 §2: the one parameter that may repeat, in the order sent. */
+  readonly resources: readonly string[];
 }
 
 /** The body's media types the endpoint reads. */
@@ -79,15 +83,23 @@ const FIELD_NAMES: Readonly<Record<string, keyof TokenRequestFields>> = {
   CLIENT_ID: "clientId",
   client_secret: "clientSecret",
   CLIENT_SECRET: "clientSecret",
+  scope: "scope",
+  resource: "resources",
 };
 
 /** Collects the known fields; a field given twice (an alias counts) is refused (RFC 6749 §3.2). */
 function collect(pairs: Iterable<[string, string]>): TokenRequestFields {
   const fields: Record<string, string | undefined> = {};
+  const resources: string[] = [];
   const seen = new Set<string>();
   for (const [name, value] of pairs) {
     const field = Object.hasOwn(FIELD_NAMES, name) ? FIELD_NAMES[name] : undefined;
     if (field === undefined) continue;
+    // RFC 8707 §2: several resources are several `resource` parameters; an empty one is omitted.
+    if (field === "resources") {
+      if (value !== "") resources.push(value);
+      continue;
+    }
     if (seen.has(field)) throw invalidRequest("a parameter is included more than once");
     seen.add(field);
     // RFC 6749 §3.2: a parameter sent without a value is treated as omitted.
@@ -97,6 +109,8 @@ function collect(pairs: Iterable<[string, string]>): TokenRequestFields {
     grantType: fields.grantType,
     clientId: fields.clientId,
     clientSecret: fields.clientSecret,
+    scope: fields.scope,
+    resources,
   };
 }
 
@@ -131,8 +145,12 @@ function jsonPairs(text: string): Array<[string, string]> {
   const pairs: Array<[string, string]> = [];
   for (const [name, value] of Object.entries(data)) {
     if (!Object.hasOwn(FIELD_NAMES, name)) continue;
-    if (typeof value !== "string") throw invalidRequest("token request parameters must be strings");
-    pairs.push([name, value]);
+    // JSON's form of a repeated `resource`: an array of strings.
+    const values = name === "resource" && Array.isArray(value) ? (value as unknown[]) : [value];
+    for (const one of values) {
+      if (typeof one !== "string") throw invalidRequest("token request parameters must be strings");
+      pairs.push([name, one]);
+    }
   }
   return pairs;
 }
@@ -158,9 +176,9 @@ export function queryHasCredentials(query: string | null): boolean {
   for (const part of query.split("&")) {
     const equals = part.indexOf("=");
     const name = formDecode(equals === -1 ? part : part.slice(0, equals));
-    if (name !== undefined && Object.hasOwn(FIELD_NAMES, name) && name !== "grant_type") {
-      return true;
-    }
+    if (name === undefined || !Object.hasOwn(FIELD_NAMES, name)) continue;
+    const field = FIELD_NAMES[name];
+    if (field === "clientId" || field === "clientSecret") return true;
   }
   return false;
 }

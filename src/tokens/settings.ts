@@ -27,6 +27,7 @@ import {
   type SecretRecord,
 } from "./secrets.js";
 import { createRememberedSecrets, type RememberedSecrets } from "./remembered.js";
+import { compileGrants, type ClientGrants } from "./grants.js";
 
 /** The clients allowed to obtain tokens. */
 export interface ClientRegistry {
@@ -54,6 +55,10 @@ export interface TokenSettings {
   readonly failureLimit: FailureRule;
   /** True when no key is configured and the process's generated key signs. */
   readonly ephemeralKey: boolean;
+  /** `tokens.scopes`: every scope gatehouse knows. */
+  readonly scopes: readonly string[];
+  /** What each client may be granted, by client id. */
+  readonly grants: ReadonlyMap<string, ClientGrants>;
 }
 
 /** `tokens.failure_limit`: failed authentications allowed per window. */
@@ -199,5 +204,7 @@ export async function compileTokens(
       window: tokens.failure_limit.window,
     },
     ephemeralKey: configured === undefined,
+    scopes: tokens.scopes,
+    grants: compileGrants(file.clients, tokens.audience),
   };
 }

@@ -5,6 +5,7 @@
 import { errors, jwtVerify, type JWTHeaderParameters } from "jose";
 import type { TokenSettings } from "./settings.js";
 import type { KeyMaterial } from "./keys.js";
+import type { GrantedScopes } from "../core/context.js";
 
 /** Why a token was refused; the reason feeds logs and metrics, never the client's answer. */
 export class TokenRejected extends Error {
@@ -17,12 +18,28 @@ export class TokenRejected extends Error {
   }
 }
 
+/** What a verified token says, read once: its client and its scopes. */
+export interface VerifiedToken {
+  readonly clientId: string;
+  readonly scopes: GrantedScopes;
+}
+
 /** Verifies tokens for one configuration. */
 export interface TokenVerifier {
-  /** The client id of a token verified earlier and still valid at `nowMs`, or undefined. */
-  cached(token: string, nowMs: number): string | undefined;
-  /** Verifies `token` at `nowMs` and resolves with its client id; rejects with TokenRejected. */
-  verify(token: string, nowMs: number): Promise<string>;
+  /** A token verified earlier and still valid at `nowMs`, or undefined. */
+  cached(token: string, nowMs: number): VerifiedToken | undefined;
+  /** Verifies `token` at `nowMs`; rejects with TokenRejected. */
+  verify(token: string, nowMs: number): Promise<VerifiedToken>;
+}
+
+const NO_SCOPES: GrantedScopes = Object.freeze({ text: "", names: new Set<string>() });
+
+// RFC 9068 §2.2.3: `scope` is a space-separated string, read here once so that the cache holds
+// the set and a cached request parses nothing.
+function scopesOf(claim: unknown): GrantedScopes {
+  if (claim === undefined || claim === "") return NO_SCOPES;
+  if (typeof claim !== "string") throw new TokenRejected("claims", "scope must be a string");
+  return { text: claim, names: new Set(claim.split(" ")) };
 }
 
 /** How many verified tokens are remembered; the oldest is forgotten first. */
@@ -43,7 +60,7 @@ export function createTokenVerifier(
   const { keys, clockToleranceSeconds, ttlSeconds } = settings;
   const algorithms = [keys.alg];
   // Valid until min(exp, iat + maxTokenAge) plus the tolerance, as jose itself would judge.
-  const verified = new Map<string, { readonly clientId: string; readonly untilMs: number }>();
+  const verified = new Map<string, VerifiedToken & { readonly untilMs: number }>();
 
   // RFC 8725 §3.10: a key is chosen only by exact kid; jku, x5u and jwk headers are never used.
   const keyFor = (header: JWTHeaderParameters): KeyMaterial => {
@@ -52,19 +69,19 @@ export function createTokenVerifier(
     return key;
   };
 
-  function remember(token: string, clientId: string, untilMs: number): void {
+  function remember(token: string, entry: VerifiedToken & { readonly untilMs: number }): void {
     if (verified.size >= cacheSize) {
       const oldest = verified.keys().next();
       if (!oldest.done) verified.delete(oldest.value);
     }
-    verified.set(token, { clientId, untilMs });
+    verified.set(token, entry);
   }
 
   return {
     cached(token, nowMs) {
       const entry = verified.get(token);
       if (entry === undefined) return undefined;
-      if (nowMs < entry.untilMs) return entry.clientId;
+      if (nowMs < entry.untilMs) return entry;
       verified.delete(token);
       return undefined;
     },
@@ -78,6 +95,7 @@ export function createTokenVerifier(
           algorithms,
           typ: "at+jwt",
           issuer: settings.issuer,
+          // RFC 7519 §4.1.3, RFC 8707: an `aud` array is accepted when it holds ours.
           audience: settings.audience,
           clockTolerance: clockToleranceSeconds,
           // RFC 8725 §3.10: without it jose accepts an iat in the future.
@@ -94,11 +112,13 @@ export function createTokenVerifier(
       if (typeof clientId !== "string" || clientId !== payload.sub) {
         throw new TokenRejected("claims", "client_id must be a string equal to sub");
       }
+      const scopes = scopesOf(payload.scope);
       const exp = payload.exp as number;
       const iat = payload.iat as number;
       const untilMs = (Math.min(exp, iat + ttlSeconds) + clockToleranceSeconds) * 1000;
-      remember(token, clientId, untilMs);
-      return clientId;
+      const entry = { clientId, scopes, untilMs };
+      remember(token, entry);
+      return entry;
     },
   };
 }

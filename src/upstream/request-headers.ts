@@ -16,21 +16,25 @@ const FORWARDING_CLAIMS = [
 
 /** Builds, once per config, the function that writes the upstream's request headers. */
 export function createUpstreamHeaders(upstream: UpstreamSettings): (ctx: RequestContext) => void {
-  // What is never copied from the client: hop-by-hop fields, the identity header gatehouse owns,
-  // the bearer token unless it is to be passed on; and from an untrusted peer, forwarding claims.
+  // What is never copied from the client: hop-by-hop fields, the identity and scopes headers
+  // gatehouse owns (X-Client-Scopes even when not sent, so an upstream that reads it is never
+  // fooled), the bearer token unless it is to be passed on; and from an untrusted peer,
+  // forwarding claims.
   // The request id and the language are always gatehouse's own (the language stage runs on every
   // forwarded request), so they are added after the client's fields rather than overwritten in
   // place: every request then has its own fields in one order, whatever the client sent.
   // So are the trace context fields: the upstream's parent is gatehouse's span, and a tracestate
   // goes on only with the trace it belongs to.
+  const { identityHeader, scopesHeader } = upstream;
   const own = [
     ...REQUEST_HOP_BY_HOP,
-    upstream.identityHeader,
+    identityHeader,
     "x-request-id",
     "accept-language",
     "traceparent",
     "tracestate",
   ];
+  own.push(scopesHeader === "" ? "x-client-scopes" : scopesHeader);
   if (!upstream.forwardAuthorization) own.push("authorization");
   const fromProxy = new Set(own);
   // The upstream's own authority, as nginx's proxy_pass sends it; the client's goes in
@@ -63,7 +67,10 @@ export function createUpstreamHeaders(upstream: UpstreamSettings): (ctx: Request
     headers["x-request-id"] = ctx.requestId;
     headers.traceparent = formatTraceParent(ctx.traceId, ctx.spanId, ctx.sampled);
     if (ctx.tracestate !== undefined) headers.tracestate = ctx.tracestate;
-    if (ctx.clientId !== undefined) headers[upstream.identityHeader] = ctx.clientId;
+    if (ctx.clientId !== undefined) headers[identityHeader] = ctx.clientId;
+    if (scopesHeader !== "" && ctx.scopes !== undefined && ctx.scopes.text !== "") {
+      headers[scopesHeader] = ctx.scopes.text;
+    }
     // Replaces whatever the client sent: exactly one flag (RFC 9110 §12.5.4).
     if (ctx.language !== undefined) headers["accept-language"] = ctx.language;
     req.headers = headers;

@@ -7,5 +7,7 @@ export interface UpstreamSettings {
   readonly idleTimeoutMs: number;
   /** Lower-case name of the header carrying the client id. */
   readonly identityHeader: string;
+  /** Lower-case name of the header carrying the granted scopes; "" for none. */
+  readonly scopesHeader: string;
   readonly forwardAuthorization: boolean;
 }

@@ -6,6 +6,8 @@ import { send, type ClientResponse } from "./client.js";
 export interface TestClient {
   readonly id: string;
   readonly secret: string;
+  /** More YAML for the client's entry, such as `scopes: [a]`, one key per line. */
+  readonly extra?: readonly string[];
 }
 
 /** The `clients:` YAML section for `clients`, with hashes made by the real hash-secret code. */
@@ -13,7 +15,8 @@ export async function clientsYaml(clients: readonly TestClient[]): Promise<strin
   const entries = await Promise.all(
     clients.map(
       async (client) =>
-        `  - id: ${client.id}\n    secret_hash: "${await hashSecret(client.secret)}"\n`,
+        `  - id: ${client.id}\n    secret_hash: "${await hashSecret(client.secret)}"\n` +
+        (client.extra ?? []).map((line) => `    ${line}\n`).join(""),
     ),
   );
   return `clients:\n${entries.join("")}`;
@@ -61,13 +64,29 @@ export async function postToken(
   return { ...response, json };
 }
 
-/** Obtains a token for `client` with client_secret_post; fails the caller when refused. */
-export async function obtainToken(url: string, client: TestClient): Promise<string> {
+/** The claims of a compact JWS, read without verifying it. */
+export function claimsOf(token: string): Record<string, unknown> {
+  return JSON.parse(Buffer.from(token.split(".")[1] ?? "", "base64url").toString("utf8")) as Record<
+    string,
+    unknown
+  >;
+}
+
+/**
+ * Obtains a token for `client` with client_secret_post, with `more` parameters (`scope`,
+ * `resource`) after the credentials; fails the caller when refused.
+ */
+export async function obtainToken(
+  url: string,
+  client: TestClient,
+  more: ReadonlyArray<[string, string]> = [],
+): Promise<string> {
   const answer = await postToken(url, {
     body: form([
       ["grant_type", "client_credentials"],
       ["client_id", client.id],
       ["client_secret", client.secret],
+      ...more,
     ]),
   });
   if (answer.status !== 200) throw new Error(`token request refused: ${answer.status}`);

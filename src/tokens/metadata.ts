@@ -1,0 +1,90 @@
+/**
+ * The metadata documents a client discovers gatehouse by: RFC 8414 authorization server metadata
+ * and RFC 9728 protected resource metadata, built once per config from one list of members each.
+ */
+import type { TokenSettings } from "./settings.js";
+
+/** The JWKS path (RFC 8615 well-known URI). */
+export const JWKS_PATH = "/.well-known/jwks.json";
+/** RFC 8414 §3: the authorization server metadata's well-known path, before the issuer's path. */
+export const AUTHORIZATION_SERVER_PATH = "/.well-known/oauth-authorization-server";
+/** RFC 9728 §3: the protected resource metadata's well-known path. */
+export const PROTECTED_RESOURCE_PATH = "/.well-known/oauth-protected-resource";
+
+/** The two documents and the paths they are served at. */
+export interface Metadata {
+  /** RFC 8414 §3.1: the well-known path with the issuer's path appended. */
+  readonly authorizationServerPath: string;
+  readonly authorizationServer: Readonly<Record<string, unknown>>;
+  readonly protectedResource: Readonly<Record<string, unknown>>;
+}
+
+/** One member: its name, and its value for a config (undefined or [] leaves it out). */
+type Member = readonly [name: string, value: (settings: TokenSettings, origin: string) => unknown];
+
+// The client authentication methods in use (RFC 8414 §2, IANA "OAuth Token Endpoint
+// Authentication Methods"): a client with a secret may send it either way.
+function authMethods(settings: TokenSettings): string[] {
+  return settings.clients.secrets.size > 0 ? ["client_secret_basic", "client_secret_post"] : [];
+}
+
+// RFC 8414 §2. URLs are the issuer's origin and gatehouse's own paths, whatever path the issuer
+// has: gatehouse serves them at the root.
+const AUTHORIZATION_SERVER: readonly Member[] = [
+  ["issuer", (settings) => settings.issuer],
+  ["token_endpoint", (settings, origin) => origin + settings.path],
+  ["jwks_uri", (_, origin) => origin + JWKS_PATH],
+  ["grant_types_supported", () => ["client_credentials"]],
+  ["token_endpoint_auth_methods_supported", authMethods],
+  ["scopes_supported", (settings) => settings.scopes],
+];
+
+// RFC 9728 §2: tokens are accepted in the Authorization header only (RFC 6750 §2.1).
+const PROTECTED_RESOURCE: readonly Member[] = [
+  ["resource", (settings) => settings.audience],
+  ["authorization_servers", (settings) => [settings.issuer]],
+  ["scopes_supported", (settings) => settings.scopes],
+  ["bearer_methods_supported", () => ["header"]],
+];
+
+// RFC 8414 §3: members with no value are omitted, and so are empty lists.
+function document(members: readonly Member[], settings: TokenSettings, origin: string) {
+  const body: Record<string, unknown> = {};
+  for (const [name, value] of members) {
+    const member = value(settings, origin);
+    if (member === undefined || (Array.isArray(member) && member.length === 0)) continue;
+    body[name] = member;
+  }
+  return Object.freeze(body);
+}
+
+function loopback(hostname: string): boolean {
+  return (
+    hostname === "localhost" ||
+    hostname === "[::1]" ||
+    /^127\.[0-9]+\.[0-9]+\.[0-9]+$/.test(hostname)
+  );
+}
+
+// RFC 8414 §2: the issuer is an https URL without query or fragment; http is taken on a loopback
+// host, where no one else can answer for it.
+function issuerUrl(issuer: string): URL | undefined {
+  if (!URL.canParse(issuer) || /[?#]/.test(issuer)) return undefined;
+  const url = new URL(issuer);
+  if (url.username !== "" || url.password !== "") return undefined;
+  if (url.protocol === "https:") return url;
+  return url.protocol === "http:" && loopback(url.hostname) ? url : undefined;
+}
+
+/** The metadata for `settings`, or undefined when the issuer is not a URL it can be served for. */
+export function metadataOf(settings: TokenSettings): Metadata | undefined {
+  const issuer = issuerUrl(settings.issuer);
+  if (issuer === undefined) return undefined;
+  // RFC 8414 §3.1: a terminating "/" is removed from the issuer's path before it is appended.
+  const path = issuer.pathname.replace(/\/$/, "");
+  return {
+    authorizationServerPath: AUTHORIZATION_SERVER_PATH + path,
+    authorizationServer: document(AUTHORIZATION_SERVER, settings, issuer.origin),
+    protectedResource: document(PROTECTED_RESOURCE, settings, issuer.origin),
+  };
+}

@@ -1,0 +1,132 @@
+/**
+ * Authorization server metadata (RFC 8414) and protected resource metadata (RFC 9728) through
+ * real sockets (README, Metadata): each document member by member, the issuer-with-path form,
+ * empty members left out, 404 for an issuer that is no https URL, http on loopback accepted, and
+ * neither path ever forwarded or counted.
+ */
+import t from "tap";
+import { json, send } from "./helpers/client.js";
+import { anonymousOpenRoute, configFor, startTestGatehouse } from "./helpers/gatehouse.js";
+import { clientsYaml, type TestClient } from "./helpers/tokens.js";
+import { startUpstream } from "./helpers/upstream.js";
+
+const APP: TestClient = { id: "reporting-app", secret: "reporting-secret-0123456789abcdef" };
+const AS_PATH = "/.well-known/oauth-authorization-server";
+const PR_PATH = "/.well-known/oauth-protected-resource";
+
+const upstream = await startUpstream();
+t.teardown(() => upstream.close());
+
+/** A config whose `tokens` section is `tokens`, with APP listed when `withClient`. */
+async function yaml(tokens: string, withClient = true): Promise<string> {
+  // An anonymous route over the whole /.well-known/ tree: the metadata paths must still be
+  // gatehouse's own, never forwarded and never counted.
+  return configFor(
+    upstream.url,
+    `tokens:
+${tokens}${withClient ? await clientsYaml([APP]) : ""}plans:
+${anonymousOpenRoute(100)}  - path: /.well-known/**
+    methods: [GET, HEAD, POST]
+    auth: none
+`,
+  );
+}
+
+const g = await startTestGatehouse(
+  await yaml(`  issuer: https://auth.example.com/t/
+  audience: https://api.example.com
+  path: /oauth2/token
+  scopes: [items:read, reports:read]
+`),
+);
+t.teardown(() => g.close());
+
+async function use(tokens: string, withClient = true): Promise<void> {
+  await g.writeConfig(await yaml(tokens, withClient));
+  t.equal(await g.gatehouse.reload(), "success", "reloaded");
+}
+
+t.test("authorization server metadata: RFC 8414 §2 members, issuer with a path", async (t) => {
+  const before = upstream.received.length;
+  const answer = await send(`${g.url}${AS_PATH}/t`);
+  t.equal(answer.status, 200);
+  t.equal(answer.headers["content-type"], "application/json");
+  t.equal(answer.headers["cache-control"], "public, max-age=300");
+  t.equal(answer.headers["x-ratelimit-remaining"], undefined, "not counted");
+  t.strictSame(json(answer), {
+    issuer: "https://auth.example.com/t/",
+    token_endpoint: "https://auth.example.com/oauth2/token",
+    jwks_uri: "https://auth.example.com/.well-known/jwks.json",
+    grant_types_supported: ["client_credentials"],
+    token_endpoint_auth_methods_supported: ["client_secret_basic", "client_secret_post"],
+    scopes_supported: ["items:read", "reports:read"],
+  });
+  const head = await send(`${g.url}${AS_PATH}/t`, { method: "HEAD" });
+  t.equal(head.status, 200);
+  t.equal(head.body.length, 0);
+  const post = await send(`${g.url}${AS_PATH}/t`, { method: "POST" });
+  t.equal(post.status, 405);
+  t.equal(post.headers.allow, "GET, HEAD");
+  // RFC 8414 §3.1: with a path in the issuer, the bare well-known path is not its metadata.
+  const bare = await send(`${g.url}${AS_PATH}`);
+  t.equal(bare.status, 404);
+  t.equal(json(bare).error, "not_found");
+  t.equal(upstream.received.length, before, "none of them was forwarded");
+});
+
+t.test("protected resource metadata: RFC 9728 §2 members", async (t) => {
+  const before = upstream.received.length;
+  const answer = await send(`${g.url}${PR_PATH}`);
+  t.equal(answer.status, 200);
+  t.equal(answer.headers["cache-control"], "public, max-age=300");
+  t.strictSame(json(answer), {
+    resource: "https://api.example.com",
+    authorization_servers: ["https://auth.example.com/t/"],
+    scopes_supported: ["items:read", "reports:read"],
+    bearer_methods_supported: ["header"],
+  });
+  t.equal(upstream.received.length, before, "not forwarded");
+  const other = await send(`${g.url}/.well-known/other`);
+  t.equal(other.status, 200, "the rest of /.well-known/ is the route's");
+  t.equal(upstream.received.length, before + 1);
+});
+
+t.test("empty members are left out; http is served on a loopback issuer", async (t) => {
+  await use(
+    `  issuer: http://localhost:8080
+`,
+    false,
+  );
+  const server = json(await send(`${g.url}${AS_PATH}`));
+  t.strictSame(server, {
+    issuer: "http://localhost:8080",
+    token_endpoint: "http://localhost:8080/oauth/token",
+    jwks_uri: "http://localhost:8080/.well-known/jwks.json",
+    grant_types_supported: ["client_credentials"],
+  });
+  t.strictSame(json(await send(`${g.url}${PR_PATH}`)), {
+    resource: "upstream",
+    authorization_servers: ["http://localhost:8080"],
+    bearer_methods_supported: ["header"],
+  });
+});
+
+t.test("an issuer that is no https URL (nor http on loopback) serves no metadata", async (t) => {
+  for (const issuer of ["gatehouse", "http://auth.example.com", "https://auth.example.com/?a=1"]) {
+    await use(`  issuer: "${issuer}"
+`);
+    const before = upstream.received.length;
+    for (const path of [AS_PATH, PR_PATH, `${AS_PATH}/t`]) {
+      const answer = await send(`${g.url}${path}`);
+      t.equal(answer.status, 404, `${issuer}: ${path}`);
+      t.equal(json(answer).error, "not_found");
+    }
+    t.equal(upstream.received.length, before, "never forwarded");
+  }
+  const token = await send(`${g.url}/oauth/token`, {
+    method: "POST",
+    headers: { "content-type": "application/x-www-form-urlencoded" },
+    body: `client_id=${APP.id}&client_secret=${APP.secret}`,
+  });
+  t.equal(token.status, 200, "a plain issuer still issues tokens");
+});

@@ -12,6 +12,7 @@ import { ConfigError } from "../src/config/load.js";
 import { loadSnapshot } from "../src/config/snapshot.js";
 import { startGatehouse } from "../src/server.js";
 import { runCli } from "./helpers/cli.js";
+import { configJsonSchema } from "../src/config/json-schema.js";
 import { memoryLogger } from "./helpers/gatehouse.js";
 
 /** Accepted, or refused with these problems (`LINE:COL message`, the file name left out). */
@@ -109,7 +110,11 @@ function shifted(problems: readonly string[]): string[] {
 }
 
 const TYPO = "upstraem_timeout: 5s";
-const TYPO_PROBLEM = `1:1 upstraem_timeout: unknown key (allowed here: listen, admin_listen, admin_token_env, max_connections, trusted_proxies, upstream, tokens, clients, plans, routes, languages, limits, health, shutdown, logging)`;
+// The top-level keys in the schema's order, as the unknown-key message lists them.
+const TOP_LEVEL = Object.keys(
+  (JSON.parse(configJsonSchema()) as { properties: Record<string, unknown> }).properties,
+);
+const TYPO_PROBLEM = `1:1 upstraem_timeout: unknown key (allowed here: ${TOP_LEVEL.join(", ")})`;
 // A comment large enough that a reload parses the file on a worker thread (docs/operations.md,
 // Reload).
 const LARGE = `# ${"x".repeat(40 * 1024)}`;

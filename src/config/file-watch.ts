@@ -3,7 +3,7 @@
  * symlink, which also sees a Kubernetes ConfigMap's `..data` symlink swap. A burst of events
  * settles into one reload; a removed folder is watched again.
  */
-import { realpathSync, watch, type FSWatcher } from "node:fs";
+import { readFileSync, realpathSync, watch, type FSWatcher } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { dirname } from "node:path";
 import type { Logger } from "pino";
@@ -58,8 +58,12 @@ export function watchConfigFile(file: string, log: Logger, hooks: FileWatchHooks
     return [...new Set([dirname(file), dirname(target)])];
   }
 
-  // A write between a reload's read and the watchers' re-arming on a new target (a ConfigMap
-  // swap, then an edit) raises no event: once watching, compare what the file holds now.
+  // A write between a read of the file and the watchers' arming (the first load, or a ConfigMap
+  // swap then an edit) raises no event: once watching, compare what the file holds now.
+  function compare(text: string): void {
+    if (!closed && fileHash(text) !== hooks.currentHash()) scheduleReload();
+  }
+
   async function confirm(): Promise<void> {
     let text: string;
     try {
@@ -67,7 +71,7 @@ export function watchConfigFile(file: string, log: Logger, hooks: FileWatchHooks
     } catch {
       return; // Missing for a moment: its return is an event in a watched folder.
     }
-    if (!closed && fileHash(text) !== hooks.currentHash()) scheduleReload();
+    compare(text);
   }
 
   function startWatching(): void {
@@ -106,7 +110,13 @@ export function watchConfigFile(file: string, log: Logger, hooks: FileWatchHooks
   return {
     start() {
       startWatching();
-      void confirm();
+      // Once, at start, before gatehouse says it listens: whoever waits for that line and then
+      // writes the file knows the write is a change that the watch or a SIGHUP will apply.
+      try {
+        compare(readFileSync(file, "utf8"));
+      } catch {
+        // Missing for a moment: its return is an event in a watched folder.
+      }
     },
     follow() {
       if (!closed && watchers.length > 0 && folders().join("\n") !== watched) {

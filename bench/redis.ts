@@ -46,8 +46,21 @@ const ROUND_TRIPS = "gatehouse_limiter_round_trips_total";
 const LOCAL_BLOCKS = "gatehouse_limiter_local_blocks_total";
 const FALLBACKS = "gatehouse_limiter_fallbacks_total";
 
-// A generous timeout and `closed`: a slow Redis turns into 503s, which void the run, rather than
-// into requests quietly counted in memory.
+/**
+ * The `limits:` block's lines for counting in the Redis that `where` (the `limits.redis` line
+ * saying where it is) names, under `prefix`. A generous timeout and `closed`: a slow Redis turns
+ * into 503s, which void the run, rather than into requests quietly counted in memory.
+ */
+export function redisLimits(where: string, prefix: string): string {
+  return `  store: redis
+  redis:
+    ${where}
+    key_prefix: "${prefix}"
+    timeout: 1s
+    on_outage: closed
+`;
+}
+
 function redisConfig(
   listen: string,
   adminListen: string,
@@ -61,13 +74,7 @@ function redisConfig(
   return `${configHead(listen, adminListen, context, fleet ? ["127.0.0.1/32"] : [])}plans:
   anonymous:
 ${plan}limits:
-  store: redis
-  redis:
-    ${where}
-    key_prefix: "bench-${fleet ? "fleet" : "pair"}:"
-    timeout: 1s
-    on_outage: closed
-`;
+${redisLimits(where, `bench-${fleet ? "fleet" : "pair"}:`)}`;
 }
 
 async function sum(admins: readonly Admin[], name: string): Promise<number> {
@@ -213,15 +220,13 @@ async function clusterFigures(context: LimitsContext): Promise<string> {
 }
 
 /**
- * Starts a redis-server (on a port below the ephemeral range, nothing saved to disk) and two
- * gatehouse processes counting in it, and pairs them with the run's bare forwarders; skipped, with
- * the reason, when no redis-server can be started here. Redis's own figures are measured after
- * the paired rounds.
+ * Starts a redis-server of the scenario's own (on a port below the ephemeral range, nothing saved
+ * to disk), pinned with the upstream and the load generators and stopped with the run, and a
+ * client of it; or why none can be started here.
  */
-export async function prepareRedis(
+export async function startOwnRedis(
   context: LimitsContext,
-  bares: readonly Served[],
-): Promise<Pairing | Skip> {
+): Promise<{ url: string; client: Redis } | Skip> {
   const server = await startTestRedis().catch((error: unknown) => error as Error);
   if (server instanceof Error)
     return { reason: `no redis-server could be started: ${server.message}` };
@@ -238,6 +243,21 @@ export async function prepareRedis(
     },
   });
   if (context.pinning !== null) pin(pid, context.pinning.others);
+  return { url: server.url, client };
+}
+
+/**
+ * Starts a redis-server and two gatehouse processes counting in it, and pairs them with the run's
+ * bare forwarders; skipped, with the reason, when no redis-server can be started here. Redis's
+ * own figures are measured after the paired rounds.
+ */
+export async function prepareRedis(
+  context: LimitsContext,
+  bares: readonly Served[],
+): Promise<Pairing | Skip> {
+  const server = await startOwnRedis(context);
+  if ("reason" in server) return server;
+  const { client } = server;
   const pair: Admin[] = [];
   for (const name of ["gatehouse redis", "gatehouse redis twin"]) {
     const admin = await startConfigured(name, context, (listen, adminListen) =>

@@ -6,6 +6,7 @@
  */
 import { measureBigConfig } from "./big-config.js";
 import { measureFootprint } from "./footprint.js";
+import { prepareFullRedis } from "./full-redis.js";
 import { measureKeys } from "./keys.js";
 import { prepareRedis } from "./redis.js";
 import { measureToken } from "./token.js";
@@ -107,6 +108,15 @@ export const SCENARIOS: readonly Entry[] = [
     goal: 1.15,
     versus: "bare",
     prepare: async (shared) => prepareRedis(await shared.context(), await shared.bares()),
+  },
+  {
+    kind: "side-by-side",
+    name: "full-redis",
+    description:
+      "the full request counted in a Redis of its own; references: full and redis of the same run",
+    goal: 1.2,
+    versus: "bare",
+    prepare: prepareFullRedis,
   },
   {
     kind: "standalone",

@@ -95,15 +95,28 @@ export function newSigningKey(): string {
   }) as string;
 }
 
+/** How a scenario's own gatehouse processes differ from the shared ones. */
+export interface Variant {
+  /** The `limits:` block's lines, in place of the memory store. */
+  readonly limits?: string;
+  /** Top-level keys added at the end. */
+  readonly more?: string;
+}
+
 /**
  * The shared gatehouse processes' config: the example's route table, one open route without an
  * anonymous plan, a client without a plan (unlimited) and one whose plan has two rate limits (a
  * burst and a sustained one) and a quota on the memory store, granted the scope that the full
  * scenario's route needs. Tokens are signed with the key in
  * `keyFile`, so every process of a run accepts the tokens of the others. Logging stays at its
- * default level, `info`.
+ * default level, `info`. `variant` changes it for a scenario's own processes.
  */
-export function benchConfig(upstreamUrl: string, port: number, keyFile: string): string {
+export function benchConfig(
+  upstreamUrl: string,
+  port: number,
+  keyFile: string,
+  variant: Variant = {},
+): string {
   return `listen: 127.0.0.1:${port}
 admin_listen: 127.0.0.1:0
 upstream:
@@ -142,8 +155,7 @@ routes:
     methods: [GET]
     auth: none
 limits:
-  store: memory
-`;
+${variant.limits ?? "  store: memory\n"}${variant.more ?? ""}`;
 }
 
 /** Throws, with what was answered, unless every process of `target` answers its request with 200. */

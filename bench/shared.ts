@@ -1,7 +1,8 @@
 /**
  * What the scenarios of one run share: a directory, a signing key, the settings, and the
  * processes (the upstream, two bare forwarders, two gatehouse processes with `benchConfig`), each
- * started the first time a scenario asks for it, so a run starts only what its scenarios need.
+ * started the first time a scenario asks for it, so a run starts only what its scenarios need;
+ * and a scenario's own pairs of gatehouse processes, started from a changed `benchConfig`.
  */
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -10,7 +11,7 @@ import type { LimitsContext } from "./limits-kit.js";
 import type { LoadOptions } from "./load.js";
 import { pin, type Pinning } from "./pin.js";
 import { freePort, startBare, startGatehouse, startUpstream, type Served } from "./processes.js";
-import { benchConfig, newSecrets, newSigningKey, type Secrets } from "./scenarios.js";
+import { benchConfig, newSecrets, newSigningKey, type Secrets, type Variant } from "./scenarios.js";
 
 /** The run's processes, each started on first use, and what its own processes need. */
 export interface Shared {
@@ -22,6 +23,12 @@ export interface Shared {
   bares(): Promise<readonly [Served, Served]>;
   /** Two gatehouse processes with the same config, `benchConfig`, in front of the upstream. */
   gatehouses(): Promise<readonly [Served, Served]>;
+  /**
+   * Two gatehouse processes of a scenario's own, `name` and `name twin`, with `benchConfig`
+   * changed as `variant` says; pinned with the proxies, as the shared ones, and stopped with the
+   * run.
+   */
+  variants(name: string, variant: Variant): Promise<readonly [Served, Served]>;
 }
 
 /** How the run's processes are started. */
@@ -72,20 +79,25 @@ export async function openShared(
     }
     return pair as [Served, Served];
   });
-  const gatehouses = once(async () => {
+  const startPair = async (
+    name: string,
+    variant: Variant,
+    execArgv: string[],
+  ): Promise<[Served, Served]> => {
     const { url } = await upstream();
     const pair: Served[] = [];
-    for (const name of ["gatehouse", "gatehouse twin"]) {
+    for (const each of [name, `${name} twin`]) {
       const port = await freePort();
-      const configPath = join(dir, `${name.replace(" ", "-")}.yaml`);
-      await writeFile(configPath, benchConfig(url, port, keyFile));
+      const configPath = join(dir, `${each.replaceAll(" ", "-")}.yaml`);
+      await writeFile(configPath, benchConfig(url, port, keyFile, variant));
       const env = { ...process.env, ...secrets.env };
-      const served = await startGatehouse(name, configPath, port, env, profiling);
+      const served = await startGatehouse(each, configPath, port, env, execArgv);
       adopt(served);
       pair.push(pinned(served, "proxies"));
     }
     return pair as [Served, Served];
-  });
+  };
+  const gatehouses = once(() => startPair("gatehouse", {}, profiling));
   const context = once(async (): Promise<LimitsContext> => ({
     upstream: await upstream(),
     keyFile,
@@ -100,6 +112,7 @@ export async function openShared(
     context,
     bares,
     gatehouses,
+    variants: (name, variant) => startPair(name, variant, []),
     async close() {
       for (const served of started.reverse()) await served.stop();
       await rm(dir, { recursive: true, force: true });

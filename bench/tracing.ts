@@ -4,13 +4,10 @@
  * bare forwarder. `full` is the same request with tracing off; the two ratios together say what
  * exporting costs. The receiver reads every post and answers 200, as a collector does.
  */
-import { writeFile } from "node:fs/promises";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
-import { join } from "node:path";
-import { freePort, startGatehouse, type Served } from "./processes.js";
 import { markdownSection } from "./report.js";
-import { benchConfig, fullRequest, type Pairing } from "./scenarios.js";
+import { fullRequest, type Pairing } from "./scenarios.js";
 import type { Shared } from "./shared.js";
 
 /** A receiver on 127.0.0.1:0 counting the posts and bytes it was sent. */
@@ -33,25 +30,11 @@ async function startReceiver(): Promise<{ url: string; posts: () => number; byte
 
 /** Starts the receiver and two exporting gatehouse processes; pairs them with the bare ones. */
 export async function prepareTracing(shared: Shared): Promise<Pairing> {
-  const context = await shared.context();
   const receiver = await startReceiver();
-  const pair: Served[] = [];
-  for (const name of ["gatehouse tracing", "gatehouse tracing twin"]) {
-    const port = await freePort();
-    const configPath = join(context.dir, `${name.replaceAll(" ", "-")}.yaml`);
-    const tracing = `tracing:\n  otlp_endpoint: ${receiver.url}\n  sample_ratio: 1\n`;
-    await writeFile(configPath, benchConfig(context.upstream.url, port, context.keyFile) + tracing);
-    const served = await startGatehouse(
-      name,
-      configPath,
-      port,
-      { ...process.env, ...shared.secrets.env },
-      [],
-    );
-    context.adopt(served);
-    pair.push(served);
-  }
-  const { path, headers } = await fullRequest(pair[0] as Served, shared.secrets);
+  const pair = await shared.variants("gatehouse tracing", {
+    more: `tracing:\n  otlp_endpoint: ${receiver.url}\n  sample_ratio: 1\n`,
+  });
+  const { path, headers } = await fullRequest(pair[0], shared.secrets);
   return {
     baseline: { label: "bare http-proxy-3", served: await shared.bares(), path, headers },
     candidate: { label: "gatehouse, exporting spans", served: pair, path, headers },

@@ -28,7 +28,7 @@ const expected: Record<string, string[]> = {
   "bad-url.yaml": ["2:8 upstream.url: must be an absolute URL, such as http://127.0.0.1:3000"],
   "client-duplicate-id.yaml": ["6:9 clients[1].id: is already used by clients[0]"],
   "client-no-secret.yaml": [
-    "4:5 clients[0]: needs secret_hash (from gatehouse hash-secret) or secret_env",
+    "4:5 clients[0]: needs secret_hash (from gatehouse hash-secret), secret_env or jwks_file",
   ],
   "client-unknown-plan.yaml": ["6:11 clients[0].plan: names no plan; known plans: standard"],
   "duplicate-key.yaml": ["6:5 duplicate key: each key may appear only once in a mapping"],

@@ -79,21 +79,37 @@ t.test("Basic credentials: base64, first colon, then form-urldecoding", async (t
 
 t.test("token bodies: fields, aliases, empty values, repeats", async (t) => {
   const form = (text: string) => parseTokenBody(Buffer.from(text), "form");
+  const none = { clientAssertionType: undefined, clientAssertion: undefined, token: undefined };
   t.strictSame(form("grant_type=client_credentials&client_id=a&client_secret=b+c%21"), {
+    ...none,
     grantType: "client_credentials",
     clientId: "a",
     clientSecret: "b c!",
   });
   t.strictSame(form("CLIENT_ID=a&CLIENT_SECRET=b&scope=x&foo"), {
+    ...none,
     grantType: undefined,
     clientId: "a",
     clientSecret: "b",
   });
   t.strictSame(form("grant_type=&client_id=&&"), {
+    ...none,
     grantType: undefined,
     clientId: undefined,
     clientSecret: undefined,
   });
+  t.strictSame(
+    form("client_assertion_type=urn%3Aa&client_assertion=x.y.z&token=t&token_type_hint=h"),
+    {
+      grantType: undefined,
+      clientId: undefined,
+      clientSecret: undefined,
+      clientAssertionType: "urn:a",
+      clientAssertion: "x.y.z",
+      token: "t",
+    },
+    "the assertion and the token to revoke are read; token_type_hint is not",
+  );
   t.strictSame(parseTokenBody(Buffer.alloc(0), undefined).clientId, undefined, "empty body");
   for (const body of ["client_id=a&client_id=a", "client_id=a&CLIENT_ID=a", "x=%zz", "x=%FF"]) {
     t.throws(() => form(body), { code: "invalid_request", status: 400 }, body);
@@ -123,6 +139,7 @@ t.test("credentials in a query string are found under any spelling", async (t) =
 async function settings(): Promise<TokenSettings> {
   return {
     path: "/oauth/token",
+    revocationPath: "/oauth/revoke",
     issuer: "gatehouse",
     audience: "upstream",
     ttlSeconds: 60,
@@ -132,6 +149,8 @@ async function settings(): Promise<TokenSettings> {
       secrets: new Map(),
       dummy: dummyRecord(),
       remembered: createRememberedSecrets(60_000),
+      assertionKeys: new Map(),
+      ids: new Set(),
     },
     verifyConcurrency: 1,
     failureLimit: { limit: 3, windowMs: 60_000, window: "1m" },
@@ -147,14 +166,14 @@ t.test("the verified-token cache: until exp plus the tolerance, bounded, oldest 
     ["a", "b", "c"].map(async (id) => (await issueToken(config, id, now)).token),
   );
   t.equal(verifier.cached(a as string, now), undefined, "nothing before a verification");
-  t.equal(await verifier.verify(a as string, now), "a");
-  t.equal(verifier.cached(a as string, now + 64_999), "a", "until exp + tolerance");
+  t.equal((await verifier.verify(a as string, now)).clientId, "a");
+  t.equal(verifier.cached(a as string, now + 64_999)?.clientId, "a", "until exp + tolerance");
   t.equal(verifier.cached(a as string, now + 65_000), undefined, "not after");
   await verifier.verify(a as string, now);
   await verifier.verify(b as string, now);
   await verifier.verify(c as string, now);
   t.equal(verifier.cached(a as string, now), undefined, "the oldest was forgotten");
-  t.equal(verifier.cached(c as string, now), "c");
+  t.equal(verifier.cached(c as string, now)?.clientId, "c");
   const rejection = await verifier.verify(`${c}=`, now).catch((error: unknown) => error);
   t.type(rejection, TokenRejected);
   t.equal((rejection as TokenRejected).reason, "malformed");

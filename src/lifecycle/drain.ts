@@ -72,6 +72,7 @@ async function drain(lifecycle: DrainingLifecycle, parts: ShutdownParts): Promis
   parts.forwarders.retireAll();
   // After the drain, so the requests that finished during it are counted in the file.
   await parts.limiterStores.close(store.current.config.limits.stateFile);
+  parts.localMarks.close();
   log.info("stopped");
 }
 

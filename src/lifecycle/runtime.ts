@@ -13,6 +13,7 @@ import { createWarnOnce } from "../log.js";
 import { buildStages } from "../stages/index.js";
 import type { Forwarder } from "../upstream/forwarder.js";
 import type { ForwarderPool } from "../upstream/forwarders.js";
+import type { LocalMarks } from "../tokens/marks.js";
 
 /** What one config snapshot runs with. */
 export interface Runtime {
@@ -35,13 +36,15 @@ export interface RuntimeParts {
   readonly limiterStores: LimiterStores;
   /** Milliseconds a token request's body may take to arrive (the slow-client deadline). */
   readonly tokenBodyMs: number;
+  /** The process's used assertion ids and revoked token ids, kept across reloads. */
+  readonly localMarks: LocalMarks;
 }
 
 /** The config store holding the runtime of `first`, building one for each reloaded snapshot. */
 export async function openConfigStore(
   first: Snapshot,
   source: ConfigSource,
-  { services, forwarders, limiterStores, tokenBodyMs }: RuntimeParts,
+  { services, forwarders, limiterStores, tokenBodyMs, localMarks }: RuntimeParts,
 ): Promise<ConfigStore<Runtime>> {
   const { log, metrics } = services;
   const warn = createWarnOnce(log);
@@ -58,7 +61,13 @@ export async function openConfigStore(
       config,
       forwarder,
       limiterStore,
-      stages: buildStages(config, { services, forwarder, limiterStore, tokenBodyMs }),
+      stages: buildStages(config, {
+        services,
+        forwarder,
+        limiterStore,
+        tokenBodyMs,
+        localMarks,
+      }),
     };
   };
   return createConfigStore<Runtime>({

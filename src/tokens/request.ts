@@ -12,11 +12,25 @@ export interface ClientCredentials {
   readonly secret: string;
 }
 
-/** The fields of a token request that gatehouse reads; empty values count as absent. */
+/** A client assertion as presented (RFC 7521 §4.2), before it is checked. */
+export interface AssertionCredentials {
+  readonly assertion: string;
+  /** The body's `client_id`, which must then name the assertion's `sub` (RFC 7521 §4.2). */
+  readonly claimedId: string | undefined;
+}
+
+/**
+ * The fields of a token or revocation request that gatehouse reads; empty values count as
+ * absent.
+ */
 export interface TokenRequestFields {
   readonly grantType: string | undefined;
   readonly clientId: string | undefined;
   readonly clientSecret: string | undefined;
+  readonly clientAssertionType: string | undefined;
+  readonly clientAssertion: string | undefined;
+  /** RFC 7009 §2.1: the token to revoke. */
+  readonly token: string | undefined;
 }
 
 /** The body's media types the endpoint reads. */
@@ -79,7 +93,17 @@ const FIELD_NAMES: Readonly<Record<string, keyof TokenRequestFields>> = {
   CLIENT_ID: "clientId",
   client_secret: "clientSecret",
   CLIENT_SECRET: "clientSecret",
+  client_assertion_type: "clientAssertionType",
+  client_assertion: "clientAssertion",
+  token: "token",
 };
+
+// The fields that carry a credential: never in the request URI (RFC 6749 §2.3.1).
+const CREDENTIAL_FIELDS: ReadonlySet<string> = new Set([
+  "clientId",
+  "clientSecret",
+  "clientAssertion",
+]);
 
 /** Collects the known fields; a field given twice (an alias counts) is refused (RFC 6749 §3.2). */
 function collect(pairs: Iterable<[string, string]>): TokenRequestFields {
@@ -97,6 +121,9 @@ function collect(pairs: Iterable<[string, string]>): TokenRequestFields {
     grantType: fields.grantType,
     clientId: fields.clientId,
     clientSecret: fields.clientSecret,
+    clientAssertionType: fields.clientAssertionType,
+    clientAssertion: fields.clientAssertion,
+    token: fields.token,
   };
 }
 
@@ -158,7 +185,11 @@ export function queryHasCredentials(query: string | null): boolean {
   for (const part of query.split("&")) {
     const equals = part.indexOf("=");
     const name = formDecode(equals === -1 ? part : part.slice(0, equals));
-    if (name !== undefined && Object.hasOwn(FIELD_NAMES, name) && name !== "grant_type") {
+    if (
+      name !== undefined &&
+      Object.hasOwn(FIELD_NAMES, name) &&
+      CREDENTIAL_FIELDS.has(FIELD_NAMES[name] as string)
+    ) {
       return true;
     }
   }

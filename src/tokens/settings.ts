@@ -29,6 +29,7 @@ import {
   type SecretRecord,
 } from "./secrets.js";
 import { createRememberedSecrets, type RememberedSecrets } from "./remembered.js";
+import { parseClientKeys, type ClientKeys } from "./client-keys.js";
 
 /** The clients allowed to obtain tokens. */
 export interface ClientRegistry {
@@ -38,11 +39,36 @@ export interface ClientRegistry {
   readonly dummy: SecretRecord;
   /** Secrets that matched before, forgotten with this registry (a reload starts afresh). */
   readonly remembered: RememberedSecrets;
+  /** private_key_jwt clients' public keys by exact client id (`jwks_file`). */
+  readonly assertionKeys: ReadonlyMap<string, ClientKeys>;
+  /** Every listed client id, whichever way it authenticates. */
+  readonly ids: ReadonlySet<string>;
+}
+
+/**
+ * The token endpoint authentication methods in use (RFC 8414 §2
+ * `token_endpoint_auth_methods_supported`) and the algorithms assertions may be signed with
+ * (`token_endpoint_auth_signing_alg_values_supported`; empty without a private_key_jwt client).
+ */
+export function clientAuthentication(registry: ClientRegistry): {
+  readonly methods: readonly string[];
+  readonly assertionAlgorithms: readonly string[];
+} {
+  const methods: string[] = [];
+  if (registry.secrets.size > 0) methods.push("client_secret_basic", "client_secret_post");
+  const algorithms = new Set<string>();
+  for (const keys of registry.assertionKeys.values()) {
+    for (const alg of keys.algorithms) algorithms.add(alg);
+  }
+  if (algorithms.size > 0) methods.push("private_key_jwt");
+  return { methods, assertionAlgorithms: [...algorithms].sort() };
 }
 
 /** Everything the token endpoint and the bearer stage need, precomputed. */
 export interface TokenSettings {
   readonly path: string;
+  /** `tokens.revocation_path`: the revocation endpoint (RFC 7009). */
+  readonly revocationPath: string;
   readonly issuer: string;
   readonly audience: string;
   /** Whole seconds: `expires_in`, and `exp - iat`. */
@@ -75,7 +101,10 @@ export interface TokenBuildContext {
   readonly problems: BuildProblem[];
 }
 
-/** Reads a PEM file named in the config, relative to `baseDir`; a failure is pushed at `path`. */
+/**
+ * Reads a key file (PEM, or a JWKS) named in the config, relative to `baseDir`; a failure is
+ * pushed at `path`.
+ */
 export async function readPem(
   baseDir: string,
   file: string,
@@ -158,8 +187,23 @@ async function clientRegistry(
   ttlMs: number,
   context: TokenBuildContext,
 ): Promise<ClientRegistry> {
+  const keyEntries = await Promise.all(
+    clients.map(async (client, index): Promise<[string, ClientKeys] | undefined> => {
+      if (client.jwks_file === undefined) return undefined;
+      const path = ["clients", index, "jwks_file"];
+      const text = await readPem(context.baseDir, client.jwks_file, path, context.problems);
+      if (text === undefined) return undefined;
+      const keys = await parseClientKeys(text);
+      if (typeof keys === "string") {
+        context.problems.push({ path, message: keys });
+        return undefined;
+      }
+      return [client.id, keys];
+    }),
+  );
   const entries = await Promise.all(
     clients.map(async (client, index): Promise<[string, SecretRecord] | undefined> => {
+      if (client.jwks_file !== undefined) return undefined;
       if (client.secret_hash !== undefined) {
         const record = parseSecretHash(client.secret_hash);
         if (typeof record === "string") {
@@ -185,6 +229,8 @@ async function clientRegistry(
     dummy: dummyRecord(first.done ? DEFAULT_SCRYPT : first.value.params),
     // A verification is trusted without being repeated no longer than the token it earned lives.
     remembered: createRememberedSecrets(ttlMs),
+    assertionKeys: new Map(keyEntries.filter((entry) => entry !== undefined)),
+    ids: new Set(clients.map((client) => client.id)),
   };
 }
 
@@ -203,6 +249,7 @@ export async function compileTokens(
   const current = configured ?? (await context.ephemeralKeys.get(tokens.signing.algorithm));
   return {
     path: tokens.path,
+    revocationPath: tokens.revocation_path,
     issuer: tokens.issuer,
     audience: tokens.audience,
     ttlSeconds: Math.ceil(ttlMs / 1000),

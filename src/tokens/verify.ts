@@ -17,12 +17,19 @@ export class TokenRejected extends Error {
   }
 }
 
+/** What a verified token says: its client, its `jti`, and until when it is accepted (epoch ms). */
+export interface VerifiedToken {
+  readonly clientId: string;
+  readonly jti: string;
+  readonly untilMs: number;
+}
+
 /** Verifies tokens for one configuration. */
 export interface TokenVerifier {
-  /** The client id of a token verified earlier and still valid at `nowMs`, or undefined. */
-  cached(token: string, nowMs: number): string | undefined;
-  /** Verifies `token` at `nowMs` and resolves with its client id; rejects with TokenRejected. */
-  verify(token: string, nowMs: number): Promise<string>;
+  /** A token verified earlier and still valid at `nowMs`, or undefined. */
+  cached(token: string, nowMs: number): VerifiedToken | undefined;
+  /** Verifies `token` at `nowMs`; rejects with TokenRejected. */
+  verify(token: string, nowMs: number): Promise<VerifiedToken>;
 }
 
 /** How many verified tokens are remembered; the oldest is forgotten first. */
@@ -43,7 +50,7 @@ export function createTokenVerifier(
   const { keys, clockToleranceSeconds, ttlSeconds } = settings;
   const algorithms = [keys.alg];
   // Valid until min(exp, iat + maxTokenAge) plus the tolerance, as jose itself would judge.
-  const verified = new Map<string, { readonly clientId: string; readonly untilMs: number }>();
+  const verified = new Map<string, VerifiedToken>();
 
   // RFC 8725 §3.10: a key is chosen only by exact kid; jku, x5u and jwk headers are never used.
   const keyFor = (header: JWTHeaderParameters): KeyMaterial => {
@@ -52,19 +59,19 @@ export function createTokenVerifier(
     return key;
   };
 
-  function remember(token: string, clientId: string, untilMs: number): void {
+  function remember(token: string, entry: VerifiedToken): void {
     if (verified.size >= cacheSize) {
       const oldest = verified.keys().next();
       if (!oldest.done) verified.delete(oldest.value);
     }
-    verified.set(token, { clientId, untilMs });
+    verified.set(token, entry);
   }
 
   return {
     cached(token, nowMs) {
       const entry = verified.get(token);
       if (entry === undefined) return undefined;
-      if (nowMs < entry.untilMs) return entry.clientId;
+      if (nowMs < entry.untilMs) return entry;
       verified.delete(token);
       return undefined;
     },
@@ -97,8 +104,10 @@ export function createTokenVerifier(
       const exp = payload.exp as number;
       const iat = payload.iat as number;
       const untilMs = (Math.min(exp, iat + ttlSeconds) + clockToleranceSeconds) * 1000;
-      remember(token, clientId, untilMs);
-      return clientId;
+      // RFC 9068 §2.2 requires jti (checked above); RFC 7009 revokes a token by it.
+      const entry: VerifiedToken = { clientId, jti: String(payload.jti), untilMs };
+      remember(token, entry);
+      return entry;
     },
   };
 }

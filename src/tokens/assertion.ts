@@ -80,7 +80,10 @@ export async function verifyAssertion(
   let payload;
   let typ: string | undefined;
   try {
-    ({ payload, protectedHeader: { typ } } = await jwtVerify(assertion, keys.keySet, {
+    ({
+      payload,
+      protectedHeader: { typ },
+    } = await jwtVerify(assertion, keys.keySet, {
       algorithms: [...keys.algorithms],
       // RFC 7523 §3 items 1 and 2: iss and sub are the client id.
       issuer: clientId,

@@ -36,7 +36,9 @@ function keyAlgorithms(jwk: JWK): readonly string[] | string {
     return "must be an Ed25519 (OKP), P-256 (EC) or RSA public key";
   }
   if (jwk.alg === undefined) return allowed;
-  return allowed.includes(jwk.alg) ? [jwk.alg] : `has alg "${jwk.alg}", not ${allowed.join(" or ")}`;
+  return allowed.includes(jwk.alg)
+    ? [jwk.alg]
+    : `has alg "${jwk.alg}", not ${allowed.join(" or ")}`;
 }
 
 /**
@@ -48,7 +50,7 @@ export async function parseClientKeys(text: string): Promise<ClientKeys | string
   try {
     document = JSON.parse(text);
   } catch {
-    return "is not JSON; it must be a JWKS document ({\"keys\": [...]})";
+    return 'is not JSON; it must be a JWKS document ({"keys": [...]})';
   }
   const keys = (document as { keys?: unknown } | null)?.keys;
   if (!Array.isArray(keys) || keys.length === 0) {

@@ -19,6 +19,7 @@ import { createTokenVerifier } from "../tokens/verify.js";
 import {
   authenticateClient,
   headerCredentials,
+  LIMITS_UNAVAILABLE,
   MAX_TOKEN_BODY_BYTES,
   NO_STORE,
   oauthError,
@@ -197,7 +198,11 @@ export function createTokenEndpointStage(
     if (queryHasCredentials(ctx.query)) return CREDENTIALS_IN_QUERY;
     const basic = headerCredentials(req);
     if (basic === "repeated") return TWO_AUTHORIZATIONS;
-    const serve = revocation ? serveRevocation : serveToken;
-    return serve(endpoint, ctx, basic).catch(asOauthError);
+    if (!revocation) return serveToken(endpoint, ctx, basic).catch(asOauthError);
+    // RFC 7009 §2.2.1 with RFC 6749 §5.2: a revocation that cannot be recorded, or whose client
+    // cannot be checked against the failure limit, is temporarily_unavailable.
+    return serveRevocation(endpoint, ctx, basic).catch((error: unknown) =>
+      error === LIMITS_UNAVAILABLE ? REVOCATION_UNAVAILABLE : asOauthError(error),
+    );
   };
 }

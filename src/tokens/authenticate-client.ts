@@ -195,7 +195,8 @@ function readBody(
   });
 }
 
-const LIMITS_UNAVAILABLE = new GatehouseError(
+/** The failure limiter's store cannot be reached under `on_outage: closed`. */
+export const LIMITS_UNAVAILABLE = new GatehouseError(
   503,
   "limits_unavailable",
   "the failure limiter cannot be reached; try again shortly",

@@ -3,8 +3,9 @@
  * (RFC 7523 §3 item 7: accepted once until their `exp`) and revoked access tokens (RFC 7009 §2:
  * denied until their `exp`). With the memory store both live in this process; with Redis every
  * replica shares them, and under an outage `on_outage` decides as for the limits: `closed`
- * answers 503, `local` uses the process's own record, `open` uses it for replays and revocations
- * and does not check revocations.
+ * answers 503; `local` records and checks in the process (and keeps refusing what the last copy
+ * from Redis revoked); `open` records in the process too but does not read Redis's revoked ids,
+ * so only what this process revoked itself is refused.
  *
  * Revoked ids are read from Redis by each replica as a whole, at most once a second and only when
  * a bearer token is checked after the copy it holds is a second old: one round trip a second per

@@ -1,8 +1,17 @@
 /** `gatehouse keygen` and `gatehouse hash-secret`, run as the built command. */
 import { spawn, spawnSync } from "node:child_process";
-import { readFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import t from "tap";
-import { importPKCS8 } from "jose";
+import {
+  calculateJwkThumbprint,
+  createLocalJWKSet,
+  importPKCS8,
+  jwtVerify,
+  SignJWT,
+  type JSONWebKeySet,
+} from "jose";
 import { parse } from "yaml";
 import { parseSecretHash, verifySecret } from "../src/tokens/secrets.js";
 
@@ -35,6 +44,29 @@ t.test("keygen prints a PKCS#8 PEM key for EdDSA (default) or ES256", async (t) 
     await t.resolves(importPKCS8(result.stdout, alg), `a ${alg} key`);
   }
   t.not(gatehouse(["keygen"]).stdout, gatehouse(["keygen"]).stdout, "a new key each time");
+});
+
+t.test("keygen --jwks writes the public JWKS a private_key_jwt client needs", async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), "gatehouse-keygen-"));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  for (const alg of ["ES256", "EdDSA"] as const) {
+    const file = join(dir, `${alg}.jwks.json`);
+    const result = gatehouse(["keygen", "--alg", alg, "--jwks", file]);
+    t.equal(result.status, 0, alg);
+    const jwks = JSON.parse(await readFile(file, "utf8")) as JSONWebKeySet;
+    const [jwk] = jwks.keys;
+    t.match(jwk, { alg, use: "sig" });
+    t.notOk(jwk !== undefined && "d" in jwk, "public members only");
+    t.equal(jwk?.kid, jwk === undefined ? "" : await calculateJwkThumbprint(jwk), "RFC 7638 kid");
+    const signed = await new SignJWT({ sub: "c" })
+      .setProtectedHeader({ alg, kid: jwk?.kid as string })
+      .sign(await importPKCS8(result.stdout, alg));
+    await t.resolves(jwtVerify(signed, createLocalJWKSet(jwks)), "the printed key signs for it");
+  }
+  const unwritable = gatehouse(["keygen", "--jwks", join(dir, "missing", "x.json")]);
+  t.equal(unwritable.status, 1);
+  t.match(unwritable.stderr, /cannot write .*x\.json \(ENOENT\)/);
+  t.equal(unwritable.stdout, "", "no private key printed without its JWKS");
 });
 
 t.test("keygen refuses other algorithms; --alg belongs to keygen", async (t) => {

@@ -29,6 +29,7 @@ export interface Command {
 export const OPTIONS = {
   config: { type: "string", short: "c" },
   alg: { type: "string" },
+  jwks: { type: "string" },
   help: { type: "boolean", short: "h" },
   version: { type: "boolean" },
   address: { type: "boolean" },
@@ -70,12 +71,16 @@ export const COMMANDS: readonly Command[] = [
   },
   {
     name: "keygen",
-    usage: "keygen [--alg EdDSA|ES256]",
+    usage: "keygen [--alg EdDSA|ES256] [--jwks FILE]",
     summary: "print a new PKCS#8 PEM signing key",
-    help: "For tokens.signing.key_file: gatehouse keygen > keys/signing.pem (HS256 uses a secret in\nsecret_env instead).\n--alg EdDSA|ES256  the key's algorithm (default EdDSA)",
-    options: ["alg"],
+    help: "For tokens.signing.key_file: gatehouse keygen > keys/signing.pem (HS256 uses a secret in\nsecret_env instead).\n--alg EdDSA|ES256  the key's algorithm (default EdDSA)\n--jwks FILE        also write the public key's JWKS to FILE, for a private_key_jwt client's\n                   jwks_file (the client keeps the printed private key)",
+    options: ["alg", "jwks"],
     maxArgs: 0,
-    run: async ({ values }) => (await import("./keys.js")).keygen(String(values.alg ?? "EdDSA")),
+    run: async ({ values }) =>
+      (await import("./keys.js")).keygen(
+        String(values.alg ?? "EdDSA"),
+        values.jwks === undefined ? undefined : String(values.jwks),
+      ),
   },
   {
     name: "pubkey",

@@ -1,19 +1,33 @@
 /** `gatehouse keygen`, `pubkey` and `hash-secret`: the key and the secrets a config names. */
 import { createPrivateKey, createPublicKey, type KeyObject } from "node:crypto";
-import { readFile } from "node:fs/promises";
+import { readFile, writeFile } from "node:fs/promises";
 import { text } from "node:stream/consumers";
-import { generateKeyPem } from "../tokens/keys.js";
+import { generateKeyWithJwks } from "../tokens/keys.js";
 import { hashSecret } from "../tokens/secrets.js";
 
-/** Prints a new PKCS#8 PEM key for `alg`; 2 for an algorithm without one. */
-export async function keygen(alg: string): Promise<number> {
+/**
+ * Prints a new PKCS#8 PEM key for `alg`, and writes the JWKS of its public key to `jwksFile` when
+ * one is named (a private_key_jwt client's `jwks_file`); 2 for an algorithm without one, 1 when the
+ * file cannot be written.
+ */
+export async function keygen(alg: string, jwksFile: string | undefined): Promise<number> {
   if (alg !== "EdDSA" && alg !== "ES256") {
     process.stderr.write(
       "gatehouse: --alg must be EdDSA or ES256 (HS256 uses a secret in secret_env)\n",
     );
     return 2;
   }
-  process.stdout.write(await generateKeyPem(alg));
+  const { pem, jwks } = await generateKeyWithJwks(alg);
+  if (jwksFile !== undefined) {
+    try {
+      await writeFile(jwksFile, jwks);
+    } catch (error) {
+      const reason = (error as NodeJS.ErrnoException).code ?? String(error);
+      process.stderr.write(`gatehouse: cannot write ${jwksFile} (${reason})\n`);
+      return 1;
+    }
+  }
+  process.stdout.write(pem);
   return 0;
 }
 

@@ -23,8 +23,10 @@ import {
   MAX_TOKEN_BODY_BYTES,
   NO_STORE,
   oauthError,
+  retryShortly,
   TOO_LARGE,
   TWO_AUTHORIZATIONS,
+  type Authenticated,
   type Endpoint,
   type FieldCheck,
   type HeaderCredentials,
@@ -65,12 +67,7 @@ const JWKS_WRONG_METHOD = errorReply(405, "method_not_allowed", "the JWKS answer
   allow: "GET, HEAD",
 });
 
-const REVOCATION_UNAVAILABLE = oauthError(
-  503,
-  "temporarily_unavailable",
-  "the revocation cannot be recorded now; retry after 1 second",
-  { "retry-after": "1" },
-);
+const REVOCATION_UNAVAILABLE = retryShortly("the revocation cannot be recorded now");
 
 function declaredTooLarge(req: IncomingMessage): boolean {
   const length = req.headers["content-length"];
@@ -88,16 +85,28 @@ const tokenFields: FieldCheck = (fields) =>
 const revocationFields: FieldCheck = (fields) =>
   fields.token === undefined ? NO_TOKEN : undefined;
 
-/** Authenticates the client of a token request and issues its token. */
-async function serveToken(
+/** Serves one of the endpoints once its client is authenticated. */
+type Serve = (
   endpoint: Endpoint,
   ctx: RequestContext,
   basic: Exclude<HeaderCredentials, "repeated">,
-): Promise<Outcome> {
-  const authenticated = await authenticateClient(endpoint, ctx, basic, tokenFields);
-  if (authenticated === HANDLED || !("clientId" in authenticated)) return authenticated;
+) => Promise<Outcome>;
+
+/** An endpoint that checks `check`, authenticates the client, then answers with `serve`. */
+function authenticated(
+  check: FieldCheck,
+  serve: (endpoint: Endpoint, ctx: RequestContext, client: Authenticated) => Promise<Outcome>,
+): Serve {
+  return async (endpoint, ctx, basic) => {
+    const client = await authenticateClient(endpoint, ctx, basic, check);
+    return client === HANDLED || !("clientId" in client) ? client : serve(endpoint, ctx, client);
+  };
+}
+
+/** Issues a token to the authenticated client. */
+const serveToken = authenticated(tokenFields, async (endpoint, _ctx, client) => {
   const { settings, services } = endpoint;
-  const issued = await issueToken(settings, authenticated.clientId, services.now());
+  const issued = await issueToken(settings, client.clientId, services.now());
   services.metrics.tokensIssued.inc();
   return {
     status: 200,
@@ -109,26 +118,20 @@ async function serveToken(
       expires_in: issued.expiresIn,
     },
   };
-}
+});
 
 /**
  * Revokes an access token of the authenticated client (RFC 7009 §2.1): its `jti` is denied until
  * the token would have expired. A token that does not verify, or of another client, is left alone
  * and answered alike (§2.2).
  */
-async function serveRevocation(
-  endpoint: Endpoint,
-  ctx: RequestContext,
-  basic: Exclude<HeaderCredentials, "repeated">,
-): Promise<Outcome> {
-  const authenticated = await authenticateClient(endpoint, ctx, basic, revocationFields);
-  if (authenticated === HANDLED || !("clientId" in authenticated)) return authenticated;
+const serveRevocation = authenticated(revocationFields, async (endpoint, ctx, client) => {
   const nowMs = endpoint.services.now();
-  const token = authenticated.fields.token as string;
+  const token = client.fields.token as string;
   const verified =
     endpoint.verifier.cached(token, nowMs) ??
     (await endpoint.verifier.verify(token, nowMs).catch(() => undefined));
-  if (verified === undefined || verified.clientId !== authenticated.clientId) return REVOKED;
+  if (verified === undefined || verified.clientId !== client.clientId) return REVOKED;
   const revoked = await endpoint.marks.revoke(verified.jti, verified.untilMs, nowMs);
   if (revoked === "unavailable") return REVOCATION_UNAVAILABLE;
   endpoint.services.log.info(
@@ -136,7 +139,7 @@ async function serveRevocation(
     "access token revoked",
   );
   return REVOKED;
-}
+});
 
 // A refusal raised while serving a token request, in the OAuth error format.
 function asOauthError(error: unknown): Reply {

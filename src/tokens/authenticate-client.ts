@@ -83,22 +83,20 @@ const HALF_AN_ASSERTION = oauthError(
   "client_assertion and client_assertion_type go together",
 );
 
-// RFC 6749 §4.1.2.1 defines `temporarily_unavailable` for the authorization endpoint; the token
-// endpoint answers it in the same sense, in §5.2's format. RFC 9110 §10.2.3: retry after a second.
-const TEMPORARILY_UNAVAILABLE = oauthError(
-  503,
-  "temporarily_unavailable",
-  "too many client authentications are being checked; retry after 1 second",
-  { "retry-after": "1" },
-);
+/**
+ * A 503 `temporarily_unavailable` saying what could not be done now. RFC 6749 §4.1.2.1 defines
+ * the code for the authorization endpoint; the token and revocation endpoints answer it in the same
+ * sense, in §5.2's format. RFC 9110 §10.2.3: retry after a second.
+ */
+export function retryShortly(what: string): Reply {
+  return oauthError(503, "temporarily_unavailable", `${what}; retry after 1 second`, {
+    "retry-after": "1",
+  });
+}
 
+const TEMPORARILY_UNAVAILABLE = retryShortly("too many client authentications are being checked");
 // Redis holds the used assertion ids and cannot be reached under `on_outage: closed`.
-const REPLAYS_UNAVAILABLE = oauthError(
-  503,
-  "temporarily_unavailable",
-  "used client assertions cannot be checked now; retry after 1 second",
-  { "retry-after": "1" },
-);
+const REPLAYS_UNAVAILABLE = retryShortly("used client assertions cannot be checked now");
 
 function rateLimited(decision: FailureDecision): Reply {
   return oauthError(

@@ -3,7 +3,7 @@ import { spawn, spawnSync } from "node:child_process";
 import { mkdtemp, readFile, readdir, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import t from "tap";
+import t, { type Test } from "tap";
 import {
   calculateJwkThumbprint,
   createLocalJWKSet,
@@ -24,6 +24,22 @@ function gatehouse(args: string[], input = "") {
     input,
     env: { ...process.env, GATEHOUSE_CONFIG: "" },
   });
+}
+
+/** keygen refused to write over `file`, the `--option` naming `what`: exit 1, stdout empty. */
+function refusedExisting(
+  t: Test,
+  result: ReturnType<typeof gatehouse>,
+  file: string,
+  what: "a key" | "a JWKS",
+  option: "out" | "jwks",
+): void {
+  t.equal(result.status, 1);
+  t.equal(
+    result.stderr,
+    `gatehouse: ${file} already exists; keygen never overwrites ${what} (move it away first, or choose another --${option})\n`,
+  );
+  t.equal(result.stdout, "");
 }
 
 async function matches(hash: string, secret: string): Promise<boolean> {
@@ -61,13 +77,7 @@ t.test("keygen --out writes the key for its owner only, and never over a file", 
   const pem = await readFile(file, "utf8");
   await t.resolves(importPKCS8(pem, "ES256"));
 
-  const again = gatehouse(["keygen", "-o", file]);
-  t.equal(again.status, 1);
-  t.equal(
-    again.stderr,
-    `gatehouse: ${file} already exists; keygen never overwrites a key (move it away first, or choose another --out)\n`,
-  );
-  t.equal(again.stdout, "");
+  refusedExisting(t, gatehouse(["keygen", "-o", file]), file, "a key", "out");
   t.equal(await readFile(file, "utf8"), pem, "the existing key is untouched");
 
   const other = join(dir, "other.pem");
@@ -129,17 +139,11 @@ t.test("keygen --out --jwks writes the key for its owner and the JWKS for all", 
 
   // Neither file is ever overwritten, and a refusal leaves no new key behind.
   const again = gatehouse(["keygen", "--out", join(dir, "new.pem"), "--jwks", file]);
-  t.equal(again.status, 1);
-  t.equal(
-    again.stderr,
-    `gatehouse: ${file} already exists; keygen never overwrites a JWKS (move it away first, or choose another --jwks)\n`,
-  );
-  t.equal(again.stdout, "");
+  refusedExisting(t, again, file, "a JWKS", "jwks");
   t.equal(await readFile(file, "utf8"), jwksText, "the existing JWKS is untouched");
   t.strictSame((await readdir(dir)).sort(), ["client.jwks.json", "client.pem"], "no key left");
   const keyThere = gatehouse(["keygen", "--out", key, "--jwks", join(dir, "new.jwks.json")]);
-  t.equal(keyThere.status, 1);
-  t.match(keyThere.stderr, /client\.pem already exists; keygen never overwrites a key/);
+  refusedExisting(t, keyThere, key, "a key", "out");
   t.equal(await readFile(key, "utf8"), pem, "the existing key is untouched");
   t.strictSame((await readdir(dir)).sort(), ["client.jwks.json", "client.pem"], "no JWKS written");
 });

@@ -30,6 +30,16 @@ export interface FileWatch {
   close(): void;
 }
 
+// The file's text now, or undefined while it is missing for a moment (its return is an event in a
+// watched folder).
+function readNow(file: string): string | undefined {
+  try {
+    return readFileSync(file, "utf8");
+  } catch {
+    return undefined;
+  }
+}
+
 /** Creates the watch of `file` (an absolute path); nothing is watched until `start`. */
 export function watchConfigFile(file: string, log: Logger, hooks: FileWatchHooks): FileWatch {
   let watchers: FSWatcher[] = [];
@@ -112,11 +122,8 @@ export function watchConfigFile(file: string, log: Logger, hooks: FileWatchHooks
       startWatching();
       // Once, at start, before gatehouse says it listens: whoever waits for that line and then
       // writes the file knows the write is a change that the watch or a SIGHUP will apply.
-      try {
-        compare(readFileSync(file, "utf8"));
-      } catch {
-        // Missing for a moment: its return is an event in a watched folder.
-      }
+      const text = readNow(file);
+      if (text !== undefined) compare(text);
     },
     follow() {
       if (!closed && watchers.length > 0 && folders().join("\n") !== watched) {

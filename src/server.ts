@@ -10,6 +10,7 @@ import type { ReloadResult } from "./config/store.js";
 import { openLimiterStores } from "./limits/stores.js";
 import { createEphemeralKeys } from "./tokens/keys.js";
 import { createPlainSecrets } from "./tokens/secrets.js";
+import { createLocalMarks } from "./tokens/marks.js";
 import { listenOn } from "./http/listen.js";
 import { clientDeadlines, createPublicServer, type ClientTimeouts } from "./http/public-server.js";
 import { createRequestIds } from "./http/request-ids.js";
@@ -97,6 +98,7 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
     limiterStores: await openLimiterStores(services, first.limits.stateFile),
     spanExports: createSpanExports(metrics.traceSpansDropped, services.now),
     tokenBodyMs: deadlines.tokenBodyMs,
+    localMarks: createLocalMarks(services.now, services.clock),
   };
   const store = await openConfigStore(first, source, parts);
   const entry = createEntry(
@@ -117,6 +119,7 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
   } catch (error) {
     // Nothing is served: let go of what was opened, so the caller's process can end.
     server.close();
+    parts.localMarks.close();
     await parts.limiterStores.release(undefined);
     await parts.spanExports.close();
     throw error;

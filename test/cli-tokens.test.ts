@@ -1,10 +1,17 @@
 /** `gatehouse keygen` and `gatehouse hash-secret`, run as the built command. */
 import { spawn, spawnSync } from "node:child_process";
-import { mkdtemp, readFile, stat, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, readdir, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import t from "tap";
-import { importPKCS8 } from "jose";
+import t, { type Test } from "tap";
+import {
+  calculateJwkThumbprint,
+  createLocalJWKSet,
+  importPKCS8,
+  jwtVerify,
+  SignJWT,
+  type JSONWebKeySet,
+} from "jose";
 import { parse } from "yaml";
 import { parseSecretHash, verifySecret } from "../src/tokens/secrets.js";
 
@@ -17,6 +24,22 @@ function gatehouse(args: string[], input = "") {
     input,
     env: { ...process.env, GATEHOUSE_CONFIG: "" },
   });
+}
+
+/** keygen refused to write over `file`, the `--option` naming `what`: exit 1, stdout empty. */
+function refusedExisting(
+  t: Test,
+  result: ReturnType<typeof gatehouse>,
+  file: string,
+  what: "a key" | "a JWKS",
+  option: "out" | "jwks",
+): void {
+  t.equal(result.status, 1);
+  t.equal(
+    result.stderr,
+    `gatehouse: ${file} already exists; keygen never overwrites ${what} (move it away first, or choose another --${option})\n`,
+  );
+  t.equal(result.stdout, "");
 }
 
 async function matches(hash: string, secret: string): Promise<boolean> {
@@ -54,13 +77,7 @@ t.test("keygen --out writes the key for its owner only, and never over a file", 
   const pem = await readFile(file, "utf8");
   await t.resolves(importPKCS8(pem, "ES256"));
 
-  const again = gatehouse(["keygen", "-o", file]);
-  t.equal(again.status, 1);
-  t.equal(
-    again.stderr,
-    `gatehouse: ${file} already exists; keygen never overwrites a key (move it away first, or choose another --out)\n`,
-  );
-  t.equal(again.stdout, "");
+  refusedExisting(t, gatehouse(["keygen", "-o", file]), file, "a key", "out");
   t.equal(await readFile(file, "utf8"), pem, "the existing key is untouched");
 
   const other = join(dir, "other.pem");
@@ -69,6 +86,66 @@ t.test("keygen --out writes the key for its owner only, and never over a file", 
   const nowhere = gatehouse(["keygen", "--out", join(dir, "missing", "k.pem")]);
   t.equal(nowhere.status, 1);
   t.match(nowhere.stderr, /^gatehouse: cannot write .*k\.pem \(ENOENT\)\n$/);
+});
+
+t.test("keygen --jwks writes the public JWKS a private_key_jwt client needs", async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), "gatehouse-keygen-"));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  for (const alg of ["ES256", "EdDSA"] as const) {
+    const file = join(dir, `${alg}.jwks.json`);
+    const result = gatehouse(["keygen", "--alg", alg, "--jwks", file]);
+    t.equal(result.status, 0, alg);
+    const jwks = JSON.parse(await readFile(file, "utf8")) as JSONWebKeySet;
+    const [jwk] = jwks.keys;
+    t.match(jwk, { alg, use: "sig" });
+    t.notOk(jwk !== undefined && "d" in jwk, "public members only");
+    t.equal(jwk?.kid, jwk === undefined ? "" : await calculateJwkThumbprint(jwk), "RFC 7638 kid");
+    const signed = await new SignJWT({ sub: "c" })
+      .setProtectedHeader({ alg, kid: jwk?.kid as string })
+      .sign(await importPKCS8(result.stdout, alg));
+    await t.resolves(jwtVerify(signed, createLocalJWKSet(jwks)), "the printed key signs for it");
+  }
+  const unwritable = gatehouse(["keygen", "--jwks", join(dir, "missing", "x.json")]);
+  t.equal(unwritable.status, 1);
+  t.match(unwritable.stderr, /cannot write .*x\.json \(ENOENT\)/);
+  t.equal(unwritable.stdout, "", "no private key printed without its JWKS");
+  const exists = gatehouse(["keygen", "--jwks", join(dir, "ES256.jwks.json")]);
+  t.equal(exists.status, 1, "an existing JWKS is not replaced without --out either");
+  t.equal(exists.stdout, "");
+});
+
+t.test("keygen --out --jwks writes the key for its owner and the JWKS for all", async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), "gatehouse-keygen-"));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  const key = join(dir, "client.pem");
+  const file = join(dir, "client.jwks.json");
+  const written = gatehouse(["keygen", "--alg", "ES256", "--out", key, "--jwks", file]);
+  t.equal(written.status, 0);
+  t.equal(written.stderr, "");
+  t.equal(
+    written.stdout,
+    `wrote a new ES256 signing key to ${key} and its public JWKS to ${file}\n`,
+  );
+  t.equal((await stat(key)).mode & 0o777, 0o600, "the private key: its owner only");
+  t.equal((await stat(file)).mode & 0o777, 0o644, "the JWKS: readable by all");
+  const pem = await readFile(key, "utf8");
+  const jwksText = await readFile(file, "utf8");
+  const jwks = JSON.parse(jwksText) as JSONWebKeySet;
+  const kid = jwks.keys[0]?.kid as string;
+  const signed = await new SignJWT({ sub: "c" })
+    .setProtectedHeader({ alg: "ES256", kid })
+    .sign(await importPKCS8(pem, "ES256"));
+  await t.resolves(jwtVerify(signed, createLocalJWKSet(jwks)), "the written key signs for it");
+
+  // Neither file is ever overwritten, and a refusal leaves no new key behind.
+  const again = gatehouse(["keygen", "--out", join(dir, "new.pem"), "--jwks", file]);
+  refusedExisting(t, again, file, "a JWKS", "jwks");
+  t.equal(await readFile(file, "utf8"), jwksText, "the existing JWKS is untouched");
+  t.strictSame((await readdir(dir)).sort(), ["client.jwks.json", "client.pem"], "no key left");
+  const keyThere = gatehouse(["keygen", "--out", key, "--jwks", join(dir, "new.jwks.json")]);
+  refusedExisting(t, keyThere, key, "a key", "out");
+  t.equal(await readFile(key, "utf8"), pem, "the existing key is untouched");
+  t.strictSame((await readdir(dir)).sort(), ["client.jwks.json", "client.pem"], "no JWKS written");
 });
 
 t.test("keygen refuses other algorithms; --alg belongs to keygen", async (t) => {

@@ -26,9 +26,15 @@ const expected: Record<string, string[]> = {
   "bad-url-scheme.yaml": ["2:8 upstream.url: must use http or https, not ftp"],
   "bad-url-userinfo.yaml": ["2:8 upstream.url: must not contain a user name or password"],
   "bad-url.yaml": ["2:8 upstream.url: must be an absolute URL, such as http://127.0.0.1:3000"],
+  "client-jwks-hmac.yaml": [
+    "5:16 clients[0].jwks_file: keys[0] holds private key material; the file must hold public keys only",
+  ],
+  "client-secret-and-jwks.yaml": [
+    "6:16 clients[0].jwks_file: is for a client without a secret: remove secret_hash/secret_env",
+  ],
   "client-duplicate-id.yaml": ["6:9 clients[1].id: is already used by clients[0]"],
   "client-no-secret.yaml": [
-    "4:5 clients[0]: needs secret_hash (from gatehouse hash-secret) or secret_env",
+    "4:5 clients[0]: needs secret_hash (from gatehouse hash-secret), secret_env or jwks_file",
   ],
   "client-resource-fragment.yaml": [
     "6:17 clients[0].resources[0]: must be an absolute URI without a fragment, such as https://api.example.com",

@@ -4,6 +4,7 @@ import { RequestMetrics } from "../src/request-metrics.js";
 import { configFor, startTestGatehouse } from "./helpers/gatehouse.js";
 import { sampleValue, scrape } from "./helpers/metrics.js";
 import { clientsYaml, obtainToken } from "./helpers/tokens.js";
+import { revokeWithSecret } from "./helpers/assertions.js";
 import { startUpstream } from "./helpers/upstream.js";
 
 // The request metrics are kept outside prom-client's labelled metrics for speed; what a scrape
@@ -54,7 +55,7 @@ t.test("a registry reset clears the recorded requests", async (t) => {
   t.match(text, /^gatehouse_upstream_duration_seconds_count 0$/m);
 });
 
-// Token, JWKS and health requests have no route pattern; each of gatehouse's own endpoints has
+// Token, revocation, JWKS and health requests have no route pattern; each of gatehouse's own endpoints has
 // its own route value, so their traffic and latency are not lumped with 404s under "-".
 t.test("gatehouse's own endpoints are counted and logged under their own route", async (t) => {
   const upstream = await startUpstream();
@@ -67,13 +68,15 @@ t.test("gatehouse's own endpoints are counted and logged under their own route",
     ),
   );
   t.teardown(() => g.close());
-  await obtainToken(g.url, client);
+  const token = await obtainToken(g.url, client);
+  t.equal((await revokeWithSecret(g.url, client, token)).status, 200, "revoked");
   for (const path of ["/.well-known/jwks.json", "/healthz", "/readyz", "/nowhere"]) {
     await (await fetch(`${g.url}${path}`)).arrayBuffer();
   }
   const text = await scrape(g);
   for (const [route, status] of [
     ["token", "200"],
+    ["revocation", "200"],
     ["jwks", "200"],
     ["liveness", "200"],
     ["readiness", "200"],
@@ -88,6 +91,7 @@ t.test("gatehouse's own endpoints are counted and logged under their own route",
     ["/.well-known/jwks.json", "jwks"],
     ["/healthz", "liveness"],
     ["/nowhere", "-"],
+    ["/oauth/revoke", "revocation"],
     ["/oauth/token", "token"],
     ["/readyz", "readiness"],
   ]);

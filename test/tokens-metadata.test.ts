@@ -1,30 +1,44 @@
 /**
  * Authorization server metadata (RFC 8414) and protected resource metadata (RFC 9728) through
- * real sockets (README, Metadata): each document member by member, the issuer-with-path form,
- * empty members left out, 404 for an issuer that is no https URL, http on loopback accepted, and
+ * real sockets (docs/tokens.md, Metadata): each document member by member, the issuer-with-path
+ * form, private_key_jwt and the revocation endpoint listed, empty members left out, 404 for an issuer that is no https URL, http on loopback accepted, and
  * neither path ever forwarded or counted.
  */
 import t from "tap";
+import { exportJWK, generateKeyPair } from "jose";
 import { json, send } from "./helpers/client.js";
 import { anonymousOpenRoute, configFor, startTestGatehouse } from "./helpers/gatehouse.js";
 import { clientsYaml, type TestClient } from "./helpers/tokens.js";
+import { jwksFiles, keyClient, keyClientsYaml } from "./helpers/assertions.js";
 import { startUpstream } from "./helpers/upstream.js";
 
 const APP: TestClient = { id: "reporting-app", secret: "reporting-secret-0123456789abcdef" };
 const AS_PATH = "/.well-known/oauth-authorization-server";
 const PR_PATH = "/.well-known/oauth-protected-resource";
+// private_key_jwt clients: one key each for ES256 and EdDSA, and an RSA key without `alg`.
+const ES = await keyClient("batch-es", "ES256");
+const ED = await keyClient("batch-ed", "EdDSA");
+const RSA_JWKS = JSON.stringify({
+  keys: [await exportJWK((await generateKeyPair("RS256", { modulusLength: 2048 })).publicKey)],
+});
 
 const upstream = await startUpstream();
 t.teardown(() => upstream.close());
 
 /** A config whose `tokens` section is `tokens`, with APP listed when `withClient`. */
-async function yaml(tokens: string, withClient = true): Promise<string> {
+async function yaml(tokens: string, withClient: boolean | string = true): Promise<string> {
+  const clients =
+    typeof withClient === "string"
+      ? `clients:\n${withClient}`
+      : withClient
+        ? await clientsYaml([APP])
+        : "";
   // An anonymous route over the whole /.well-known/ tree: the metadata paths must still be
   // gatehouse's own, never forwarded and never counted.
   return configFor(
     upstream.url,
     `tokens:
-${tokens}${withClient ? await clientsYaml([APP]) : ""}plans:
+${tokens}${clients}plans:
 ${anonymousOpenRoute(100)}  - path: /.well-known/**
     methods: [GET, HEAD, POST]
     auth: none
@@ -38,10 +52,11 @@ const g = await startTestGatehouse(
   path: /oauth2/token
   scopes: [items:read, reports:read]
 `),
+  { files: { ...jwksFiles([ES, ED]), "batch-rsa.jwks.json": RSA_JWKS } },
 );
 t.teardown(() => g.close());
 
-async function use(tokens: string, withClient = true): Promise<void> {
+async function use(tokens: string, withClient: boolean | string = true): Promise<void> {
   await g.writeConfig(await yaml(tokens, withClient));
   t.equal(await g.gatehouse.reload(), "success", "reloaded");
 }
@@ -60,6 +75,8 @@ t.test("authorization server metadata: RFC 8414 §2 members, issuer with a path"
     grant_types_supported: ["client_credentials"],
     token_endpoint_auth_methods_supported: ["client_secret_basic", "client_secret_post"],
     scopes_supported: ["items:read", "reports:read"],
+    revocation_endpoint: "https://auth.example.com/oauth/revoke",
+    revocation_endpoint_auth_methods_supported: ["client_secret_basic", "client_secret_post"],
   });
   const head = await send(`${g.url}${AS_PATH}/t`, { method: "HEAD" });
   t.equal(head.status, 200);
@@ -103,11 +120,53 @@ t.test("empty members are left out; http is served on a loopback issuer", async 
     token_endpoint: "http://localhost:8080/oauth/token",
     jwks_uri: "http://localhost:8080/.well-known/jwks.json",
     grant_types_supported: ["client_credentials"],
+    revocation_endpoint: "http://localhost:8080/oauth/revoke",
   });
   t.strictSame(json(await send(`${g.url}${PR_PATH}`)), {
     resource: "upstream",
     authorization_servers: ["http://localhost:8080"],
     bearer_methods_supported: ["header"],
+  });
+});
+
+t.test("private_key_jwt clients: the method and its algorithms at both endpoints", async (t) => {
+  const rsa = "  - id: batch-rsa\n    jwks_file: ./batch-rsa.jwks.json\n";
+  // Secrets and keys side by side: every method, the keys' algorithms sorted and listed once.
+  await use(
+    `  issuer: https://auth.example.com
+  revocation_path: /oauth2/revoke
+`,
+    `${(await clientsYaml([APP])).replace(/^clients:\n/, "")}${keyClientsYaml([ED, ES])}${rsa}`,
+  );
+  const methods = ["client_secret_basic", "client_secret_post", "private_key_jwt"];
+  const algorithms = ["ES256", "EdDSA", "PS256", "RS256"];
+  t.strictSame(json(await send(`${g.url}${AS_PATH}`)), {
+    issuer: "https://auth.example.com",
+    token_endpoint: "https://auth.example.com/oauth/token",
+    jwks_uri: "https://auth.example.com/.well-known/jwks.json",
+    grant_types_supported: ["client_credentials"],
+    token_endpoint_auth_methods_supported: methods,
+    token_endpoint_auth_signing_alg_values_supported: algorithms,
+    revocation_endpoint: "https://auth.example.com/oauth2/revoke",
+    revocation_endpoint_auth_methods_supported: methods,
+    revocation_endpoint_auth_signing_alg_values_supported: algorithms,
+  });
+  // Keys only: no secret method is claimed.
+  await use(
+    `  issuer: https://auth.example.com
+`,
+    keyClientsYaml([ES]),
+  );
+  t.strictSame(json(await send(`${g.url}${AS_PATH}`)), {
+    issuer: "https://auth.example.com",
+    token_endpoint: "https://auth.example.com/oauth/token",
+    jwks_uri: "https://auth.example.com/.well-known/jwks.json",
+    grant_types_supported: ["client_credentials"],
+    token_endpoint_auth_methods_supported: ["private_key_jwt"],
+    token_endpoint_auth_signing_alg_values_supported: ["ES256"],
+    revocation_endpoint: "https://auth.example.com/oauth/revoke",
+    revocation_endpoint_auth_methods_supported: ["private_key_jwt"],
+    revocation_endpoint_auth_signing_alg_values_supported: ["ES256"],
   });
 });
 

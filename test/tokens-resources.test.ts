@@ -1,7 +1,7 @@
 /**
- * Resource indicators through real sockets (RFC 8707; README, Resource indicators): the `aud` of
- * a token for one resource and for several, `invalid_target`, and bearer enforcement refusing a
- * token minted for another resource.
+ * Resource indicators through real sockets (RFC 8707; docs/tokens.md, Resource indicators): the
+ * `aud` of a token for one resource and for several, `invalid_target`, and bearer enforcement
+ * refusing a token minted for another resource.
  */
 import t from "tap";
 import { send } from "./helpers/client.js";

@@ -1,7 +1,7 @@
 /**
- * Scopes through real sockets (RFC 6749 §3.3, RFC 6750 §3.1, RFC 9068 §2.2.3; README, Scopes):
- * what the token endpoint grants, the 403 challenge of a route whose scopes a token lacks (never
- * counted, never forwarded), and the scopes header the upstream receives.
+ * Scopes through real sockets (RFC 6749 §3.3, RFC 6750 §3.1, RFC 9068 §2.2.3; docs/tokens.md,
+ * Scopes): what the token endpoint grants, the 403 challenge of a route whose scopes a token lacks
+ * (never counted, never forwarded), and the scopes header the upstream receives.
  */
 import t from "tap";
 import { send, json, type ClientResponse } from "./helpers/client.js";

@@ -83,7 +83,9 @@ t.test("Basic credentials: base64, first colon, then form-urldecoding", async (t
 
 t.test("token bodies: fields, aliases, empty values, repeats", async (t) => {
   const form = (text: string) => parseTokenBody(Buffer.from(text), "form");
+  const none = { clientAssertionType: undefined, clientAssertion: undefined, token: undefined };
   t.strictSame(form("grant_type=client_credentials&client_id=a&client_secret=b+c%21"), {
+    ...none,
     grantType: "client_credentials",
     clientId: "a",
     clientSecret: "b c!",
@@ -91,6 +93,7 @@ t.test("token bodies: fields, aliases, empty values, repeats", async (t) => {
     resources: [],
   });
   t.strictSame(form("CLIENT_ID=a&CLIENT_SECRET=b&scope=x+y&foo&resource=urn%3Aa&resource=urn:b"), {
+    ...none,
     grantType: undefined,
     clientId: "a",
     clientSecret: "b",
@@ -98,17 +101,34 @@ t.test("token bodies: fields, aliases, empty values, repeats", async (t) => {
     resources: ["urn:a", "urn:b"],
   });
   t.strictSame(form("grant_type=&client_id=&&scope=&resource="), {
+    ...none,
     grantType: undefined,
     clientId: undefined,
     clientSecret: undefined,
     scope: undefined,
     resources: [],
   });
+  t.strictSame(
+    form("client_assertion_type=urn%3Aa&client_assertion=x.y.z&token=t&token_type_hint=h"),
+    {
+      grantType: undefined,
+      clientId: undefined,
+      clientSecret: undefined,
+      scope: undefined,
+      resources: [],
+      clientAssertionType: "urn:a",
+      clientAssertion: "x.y.z",
+      token: "t",
+    },
+    "the assertion and the token to revoke are read; token_type_hint is not",
+  );
   t.strictSame(parseTokenBody(Buffer.alloc(0), undefined).clientId, undefined, "empty body");
   for (const body of [
     "client_id=a&client_id=a",
     "client_id=a&CLIENT_ID=a",
     "scope=a&scope=b",
+    "client_assertion=a&client_assertion=b",
+    "token=a&token=b",
     "x=%zz",
     "x=%FF",
   ]) {
@@ -149,6 +169,7 @@ t.test("credentials in a query string are found under any spelling", async (t) =
 async function settings(): Promise<TokenSettings> {
   return {
     path: "/oauth/token",
+    revocationPath: "/oauth/revoke",
     issuer: "gatehouse",
     audience: "upstream",
     ttlSeconds: 60,
@@ -158,6 +179,8 @@ async function settings(): Promise<TokenSettings> {
       secrets: new Map(),
       dummy: dummyRecord(),
       remembered: createRememberedSecrets(60_000),
+      assertionKeys: new Map(),
+      ids: new Set(),
     },
     verifyConcurrency: 1,
     failureLimit: { limit: 3, windowMs: 60_000, window: "1m" },

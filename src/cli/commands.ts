@@ -31,6 +31,7 @@ export interface Command {
 export const OPTIONS = {
   config: { type: "string", short: "c" },
   alg: { type: "string" },
+  jwks: { type: "string" },
   help: { type: "boolean", short: "h" },
   version: { type: "boolean" },
   address: { type: "boolean" },
@@ -74,15 +75,16 @@ export const COMMANDS: readonly Command[] = [
   },
   {
     name: "keygen",
-    usage: "keygen [--alg EdDSA|ES256] [--out FILE]",
-    summary: "write a new PKCS#8 PEM signing key to FILE (mode 0600), or print it",
-    help: "For tokens.signing.key_file: gatehouse keygen --out keys/signing.pem (HS256 uses a secret in\nsecret_env instead).\n--alg EdDSA|ES256      the key's algorithm (default EdDSA)\n--out FILE, -o FILE   write the key to FILE, readable by its owner only; an existing FILE is\n                      never overwritten. Without --out the key is printed on stdout.",
-    options: ["alg", "out"],
+    usage: "keygen [--alg EdDSA|ES256] [--out FILE] [--jwks FILE]",
+    summary: "write a new PKCS#8 PEM signing key to FILE (mode 0600) or print it; --jwks: its JWKS",
+    help: "For tokens.signing.key_file: gatehouse keygen --out keys/signing.pem (HS256 uses a secret in\nsecret_env instead). For a private_key_jwt client: gatehouse keygen --out client.pem --jwks\nclient.jwks.json; the client keeps client.pem, and its jwks_file names client.jwks.json.\n--alg EdDSA|ES256     the key's algorithm (default EdDSA)\n--out FILE, -o FILE   write the key to FILE, readable by its owner only; an existing FILE is\n                      never overwritten. Without --out the key is printed on stdout.\n--jwks FILE           also write the key's public JWKS to FILE (mode 0644), with or without\n                      --out; an existing FILE is never overwritten",
+    options: ["alg", "out", "jwks"],
     maxArgs: 0,
     run: async ({ values }) =>
       (await import("./keys.js")).keygen(
         String(values.alg ?? "EdDSA"),
         typeof values.out === "string" ? values.out : undefined,
+        typeof values.jwks === "string" ? values.jwks : undefined,
       ),
   },
   {

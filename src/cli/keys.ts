@@ -1,41 +1,75 @@
 /** `gatehouse keygen`, `pubkey` and `hash-secret`: the key and the secrets a config names. */
 import { createPrivateKey, createPublicKey, type KeyObject } from "node:crypto";
-import { readFile, writeFile } from "node:fs/promises";
+import { open, readFile, rm, type FileHandle } from "node:fs/promises";
 import { text } from "node:stream/consumers";
-import { generateKeyPem } from "../tokens/keys.js";
+import { generateKeyWithJwks } from "../tokens/keys.js";
 import { hashSecret } from "../tokens/secrets.js";
 
+// The --out and --jwks files: the private key readable by its owner only, the public JWKS by all.
+const FILES = {
+  out: { mode: 0o600, what: "a key" },
+  jwks: { mode: 0o644, what: "a JWKS" },
+} as const;
+
 /**
- * Writes a new PKCS#8 PEM key for `alg` to `out`, or prints it without `out`; 1 when `out` cannot
- * be written, 2 for an algorithm without a key.
+ * Writes `content` to a new `file` with the mode of `option`'s file; false, said on stderr, when it
+ * exists or cannot be written. As ssh-keygen does, an existing file is never replaced (a key's
+ * tokens would stop verifying): "wx" fails rather than follow or truncate a file.
  */
-export async function keygen(alg: string, out: string | undefined): Promise<number> {
+async function writeNew(file: string, content: string, option: keyof typeof FILES) {
+  const { mode, what } = FILES[option];
+  let handle: FileHandle | undefined;
+  try {
+    handle = await open(file, "wx", mode);
+    // The mode itself, whatever the umask.
+    await handle.chmod(mode);
+    await handle.writeFile(content);
+    return true;
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code ?? String(error);
+    process.stderr.write(
+      code === "EEXIST"
+        ? `gatehouse: ${file} already exists; keygen never overwrites ${what} (move it away first, or choose another --${option})\n`
+        : `gatehouse: cannot write ${file} (${code})\n`,
+    );
+    return false;
+  } finally {
+    await handle?.close();
+  }
+}
+
+/**
+ * Writes a new PKCS#8 PEM key for `alg` to `out`, or prints it without `out`, and writes the JWKS
+ * of its public key to `jwksFile` when one is named (a private_key_jwt client's `jwks_file`); 1
+ * when a file cannot be written (nothing is printed, and no key is left without its JWKS), 2 for
+ * an algorithm without a key.
+ */
+export async function keygen(
+  alg: string,
+  out: string | undefined,
+  jwksFile: string | undefined,
+): Promise<number> {
   if (alg !== "EdDSA" && alg !== "ES256") {
     process.stderr.write(
       "gatehouse: --alg must be EdDSA or ES256 (HS256 uses a secret in secret_env)\n",
     );
     return 2;
   }
-  const pem = await generateKeyPem(alg);
+  const { pem, jwks } = await generateKeyWithJwks(alg);
+  if (out !== undefined && !(await writeNew(out, pem, "out"))) return 1;
+  if (jwksFile !== undefined && !(await writeNew(jwksFile, jwks, "jwks"))) {
+    // The key just written (it was new) goes too, so that the same command can be run again.
+    if (out !== undefined) await rm(out, { force: true });
+    return 1;
+  }
   if (out === undefined) {
     process.stdout.write(pem);
     return 0;
   }
-  try {
-    // As ssh-keygen does: readable by its owner only, and an existing key is never replaced
-    // (tokens it signed would stop verifying). "wx" fails rather than follow or truncate a file.
-    await writeFile(out, pem, { mode: 0o600, flag: "wx" });
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code ?? String(error);
-    process.stderr.write(
-      code === "EEXIST"
-        ? `gatehouse: ${out} already exists; keygen never overwrites a key (move it away first, or choose another --out)\n`
-        : `gatehouse: cannot write ${out} (${code})\n`,
-    );
-    return 1;
-  }
   process.stdout.write(
-    `wrote a new ${alg} signing key to ${out}; its public half: gatehouse pubkey ${out}\n`,
+    jwksFile === undefined
+      ? `wrote a new ${alg} signing key to ${out}; its public half: gatehouse pubkey ${out}\n`
+      : `wrote a new ${alg} signing key to ${out} and its public JWKS to ${jwksFile}\n`,
   );
   return 0;
 }

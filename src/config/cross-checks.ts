@@ -35,6 +35,7 @@ function ownPaths(file: Record<string, unknown>, ctx: Ctx): void {
   const health = isRecord(file.health) ? file.health : {};
   const own: Array<[Path, unknown]> = [
     [["tokens", "path"], tokens.path],
+    [["tokens", "revocation_path"], tokens.revocation_path],
     [["health", "liveness_path"], health.liveness_path],
     [["health", "readiness_path"], health.readiness_path],
   ];

@@ -47,6 +47,8 @@ const FILL: Record<string, (file: string) => string> = {
   key_file: (file) => `; make a key with gatehouse keygen --out ${file}`,
   previous_keys: (file) =>
     `; write the old key's public half with gatehouse pubkey OLD.pem > ${file}`,
+  jwks_file: (file) =>
+    `; make a client key and its JWKS with gatehouse keygen --out CLIENT.pem --jwks ${file}`,
 };
 
 // An empty file is refused by name: a PEM parser would only say it holds no key, which sends an
@@ -58,7 +60,7 @@ function emptyFile(file: string, text: string, path: readonly PropertyKey[]): Bu
 }
 
 /**
- * Reads a PEM file named in the config, relative to `baseDir`; a file that cannot be read, or
+ * Reads a key file (PEM, or a JWKS) named in the config, relative to `baseDir`; a file that cannot be read, or
  * is empty, is a problem pushed at `path`.
  */
 export async function readPem(
@@ -127,9 +129,10 @@ export function environmentProblems(data: unknown, around: Surroundings): BuildP
               readable(["tokens", "previous_keys", index], file, around),
             ),
           ]),
-      ...(Array.isArray(clients) ? clients : []).flatMap((client, index) =>
-        variable(["clients", index, "secret_env"], field(client, "secret_env"), around),
-      ),
+      ...(Array.isArray(clients) ? clients : []).flatMap((client, index) => [
+        ...variable(["clients", index, "secret_env"], field(client, "secret_env"), around),
+        ...readable(["clients", index, "jwks_file"], field(client, "jwks_file"), around),
+      ]),
     ],
     around,
   );

@@ -117,16 +117,23 @@ export function checkMethodsOnce(route: { methods: readonly string[] }, ctx: Ctx
   });
 }
 
-/** A client has exactly one of secret_hash and secret_env. */
+/** A client has exactly one credential: secret_hash, secret_env or jwks_file. */
 export function checkClientSecret(
-  client: { secret_hash?: string; secret_env?: string },
+  client: { secret_hash?: string; secret_env?: string; jwks_file?: string },
   ctx: Ctx,
 ): void {
   const secrets =
     Number(client.secret_hash !== undefined) + Number(client.secret_env !== undefined);
-  if (secrets === 0)
-    problem(ctx, [], "needs secret_hash (from gatehouse hash-secret) or secret_env");
+  const keys = client.jwks_file !== undefined;
+  if (secrets === 0 && !keys) {
+    problem(ctx, [], "needs secret_hash (from gatehouse hash-secret), secret_env or jwks_file");
+  }
   if (secrets === 2) problem(ctx, [], "must have either secret_hash or secret_env, not both");
+  // RFC 7523 §2.2 and RFC 6749 §2.3: one method per client, so a leaked secret cannot stand in
+  // for the key the client was moved to.
+  if (secrets > 0 && keys) {
+    problem(ctx, ["jwks_file"], "is for a client without a secret: remove secret_hash/secret_env");
+  }
 }
 
 interface TokensShape {

@@ -62,6 +62,13 @@ const ClientSchema = z
       .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, { error: "must be an environment variable name" })
       .optional()
       .describe("The name of an environment variable holding the secret."),
+    jwks_file: z
+      .string()
+      .min(1)
+      .optional()
+      .describe(
+        "A JWKS file of the client's public keys, for private_key_jwt (RFC 7523) instead of a secret.",
+      ),
     plan: z
       .string()
       .optional()
@@ -207,8 +214,11 @@ export const FileSchema = z
           .default([])
           .describe("Public key PEM files still accepted, for rotation."),
         verify_concurrency: positiveInt(
-          "Client secret verifications (scrypt) run at once; default: the number of CPUs.",
+          "Client authentications checked at once (a secret's scrypt, an assertion's signature); default: the number of CPUs.",
         ).optional(),
+        revocation_path: ownPath
+          .default("/oauth/revoke")
+          .describe("The revocation endpoint's path (RFC 7009)."),
         failure_limit: RateLimitSchema.prefault({ limit: 10, window: "1m" }).describe(
           "Failed client authentications and refused bearer tokens per client IP (never per client id).",
         ),

@@ -24,7 +24,7 @@ export type Stage = (ctx: RequestContext) => Outcome | Promise<Outcome>;
  * gatehouse's own endpoints, named in the `route` label and field in place of a route pattern
  * (which always starts with /): a fixed set, so the metrics' label values stay bounded.
  */
-export type OwnEndpoint = "token" | "jwks" | "metadata" | "liveness" | "readiness";
+export type OwnEndpoint = "token" | "revocation" | "jwks" | "metadata" | "liveness" | "readiness";
 
 /** The scopes a bearer token was granted (RFC 9068 §2.2.3), read once when it was verified. */
 export interface GrantedScopes {

@@ -74,6 +74,7 @@ async function drain(lifecycle: DrainingLifecycle, parts: ShutdownParts): Promis
   await parts.limiterStores.close(store.current.config.limits.stateFile);
   // After the drain too, so the spans of the last requests are sent.
   await parts.spanExports.close();
+  parts.localMarks.close();
   log.info("stopped");
 }
 

@@ -15,6 +15,7 @@ import type { Forwarder } from "../upstream/forwarder.js";
 import type { ForwarderPool } from "../upstream/forwarders.js";
 import type { SpanExports } from "../tracing/exporters.js";
 import type { SpanExport } from "../tracing/span-export.js";
+import type { LocalMarks } from "../tokens/marks.js";
 
 /** What one config snapshot runs with. */
 export interface Runtime {
@@ -40,13 +41,15 @@ export interface RuntimeParts {
   readonly spanExports: SpanExports;
   /** Milliseconds a token request's body may take to arrive (the slow-client deadline). */
   readonly tokenBodyMs: number;
+  /** The process's used assertion ids and revoked token ids, kept across reloads. */
+  readonly localMarks: LocalMarks;
 }
 
 /** The config store holding the runtime of `first`, building one for each reloaded snapshot. */
 export async function openConfigStore(
   first: Snapshot,
   source: ConfigSource,
-  { services, forwarders, limiterStores, spanExports, tokenBodyMs }: RuntimeParts,
+  { services, forwarders, limiterStores, spanExports, tokenBodyMs, localMarks }: RuntimeParts,
 ): Promise<ConfigStore<Runtime>> {
   const { log, metrics } = services;
   const warn = createWarnOnce(log);
@@ -65,7 +68,13 @@ export async function openConfigStore(
       forwarder,
       limiterStore,
       spans,
-      stages: buildStages(config, { services, forwarder, limiterStore, tokenBodyMs }),
+      stages: buildStages(config, {
+        services,
+        forwarder,
+        limiterStore,
+        tokenBodyMs,
+        localMarks,
+      }),
     };
   };
   return createConfigStore<Runtime>({

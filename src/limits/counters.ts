@@ -77,6 +77,22 @@ export interface CounterStore {
   reset(subject: string, slots: readonly Slot[]): Promise<void>;
   /** Whether the counters can be reached now (memory: always). */
   healthy(): boolean;
+  /** What every replica sharing the store sees besides counters; only the Redis store has it. */
+  readonly shared?: SharedMarks;
+}
+
+/**
+ * Marks shared by the replicas of one Redis store, each bounded by its end: ids accepted once
+ * (assertion `jti`s) and revoked ids (access-token `jti`s). Each call fails when Redis cannot be
+ * reached, and the caller follows `on_outage`.
+ */
+export interface SharedMarks {
+  /** Marks `id` for `subject` until `untilMs` unless it is marked already; true when marked now. */
+  markOnce(subject: string, id: string, untilMs: number, nowMs: number): Promise<boolean>;
+  /** Adds `id` to the revoked ids until `untilMs`. */
+  revoke(id: string, untilMs: number, nowMs: number): Promise<void>;
+  /** Every revoked id whose end is after `nowMs`, with its end (epoch ms). */
+  revoked(nowMs: number): Promise<ReadonlyMap<string, number>>;
 }
 
 /**

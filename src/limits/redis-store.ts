@@ -11,7 +11,13 @@
 import { Cluster, type Redis } from "ioredis";
 import type { Clock } from "../clock.js";
 import type { Metrics } from "../metrics.js";
-import { slotEnd, type Counted, type CounterStore, type Slot } from "./counters.js";
+import {
+  slotEnd,
+  type Counted,
+  type CounterStore,
+  type SharedMarks,
+  type Slot,
+} from "./counters.js";
 import { createLocalBlocks } from "./local-blocks.js";
 import { createMemoryStore, type MemoryStore } from "./memory-store.js";
 import type { RedisSettings } from "./plans.js";
@@ -55,6 +61,57 @@ for i = 1, n do
 end
 return out
 `;
+
+// KEYS[1]: the revoked ids, a sorted set scored by each id's end. ARGV: now, the end, the id.
+// Ended ids are dropped as a new one is added, so the set holds only ids still in force, and
+// Redis deletes it once it is empty.
+const REVOKE_SCRIPT = `
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
+redis.call('ZADD', KEYS[1], 'GT', ARGV[2], ARGV[3])
+return 1
+`;
+
+/**
+ * The shared marks over `connection` under `prefix`: an id used once is a key set with NX and an
+ * expiry at its end, under its subject's hash tag; the revoked ids are one sorted set. Each call
+ * fails at once while the health check finds Redis down, else within `redis.timeout`.
+ */
+function sharedMarks(connection: RedisConnection, prefix: string, metrics: Metrics): SharedMarks {
+  const { client, healthy } = connection;
+  const revokedKey = `${prefix}{revoked}:jti`;
+  const reachable = (): void => {
+    if (!healthy()) throw new Error("Redis does not answer its health check");
+    metrics.limiterRoundTrips.inc();
+  };
+  return {
+    async markOnce(subject, id, untilMs, nowMs) {
+      reachable();
+      const key = `${prefix}{${subject}}:once:${id}`;
+      const ttl = Math.max(1, untilMs - nowMs);
+      return (await client.set(key, "1", "PX", ttl, "NX")) === "OK";
+    },
+    async revoke(id, untilMs, nowMs) {
+      reachable();
+      await client.eval(REVOKE_SCRIPT, 1, revokedKey, nowMs, untilMs, id);
+    },
+    async revoked(nowMs) {
+      reachable();
+      const flat = await client.zrangebyscore(revokedKey, `(${nowMs}`, "+inf", "WITHSCORES");
+      const ids = new Map<string, number>();
+      for (let i = 0; i + 1 < flat.length; i += 2) ids.set(flat[i] as string, Number(flat[i + 1]));
+      return ids;
+    },
+  };
+}
+
+/** Runs one batch in Redis. */
+type Batch = (
+  subject: string,
+  slots: readonly Slot[],
+  cost: number,
+  force: boolean,
+  nowMs: number,
+) => Promise<Counted>;
 
 /** A Redis store; `close` stops its fallback's background sweep and its reset subscription. */
 export type RedisStore = CounterStore & { close(): void };
@@ -136,15 +193,9 @@ export function createRedisStore(
   const blocks = createLocalBlocks(now, clock);
   // Resets made by any replica reach this one's record of refusals through Redis pub/sub.
   const resetChannel = `${settings.keyPrefix}resets`;
-  const resets = subscribe(client, resetChannel, (subject) => blocks.forget(subject));
+  const resets = subscribe(connection.client, resetChannel, (subject) => blocks.forget(subject));
 
-  const run = (
-    subject: string,
-    slots: readonly Slot[],
-    cost: number,
-    force: boolean,
-    nowMs: number,
-  ): Promise<Counted> =>
+  const run: Batch = (subject, slots, cost, force, nowMs) =>
     script
       .run(scriptArgs(settings.keyPrefix, subject, slots, cost, force, nowMs))
       .then((reply) => countedFrom(reply, slots, nowMs));
@@ -157,6 +208,7 @@ export function createRedisStore(
 
   return {
     healthy: connection.healthy,
+    shared: sharedMarks(connection, settings.keyPrefix, metrics),
     commit(subject, slots, cost, force, nowMs) {
       if (!force) {
         const blocked = blocks.check(subject, slots, cost, nowMs);

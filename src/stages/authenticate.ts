@@ -5,6 +5,7 @@ import { tooManyRequests } from "../limits/headers.js";
 import { errorReply, type Reply, type RequestContext, type Stage } from "../core/context.js";
 import type { Services } from "../core/services.js";
 import { createTokenVerifier, TokenRejected, type VerifiedToken } from "../tokens/verify.js";
+import type { TokenMarks } from "../tokens/marks.js";
 
 /** Longest bearer token read; a longer one is refused before any parsing. */
 export const MAX_BEARER_TOKEN_LENGTH = 4096;
@@ -39,6 +40,7 @@ const TOKEN_IN_QUERY = invalidRequest("send the token in the Authorization heade
 const INVALID = invalidToken("the bearer token is not valid");
 const EXPIRED = invalidToken("the bearer token has expired");
 const CLIENT_GONE = invalidToken("the bearer token's client is no longer configured");
+const REVOKED = invalidToken("the bearer token has been revoked");
 const UNAVAILABLE = Symbol("unavailable");
 // The failure limiter's store is down under `on_outage: closed`: 503, never a 401 or 429, which
 // would blame the client (under `open` and `local` the limiter answers and nothing fails).
@@ -46,6 +48,13 @@ const LIMITS_UNAVAILABLE = errorReply(
   503,
   "limits_unavailable",
   "the failure limiter cannot be reached; try again shortly",
+  { "retry-after": "1" },
+);
+// The revoked tokens cannot be read under `on_outage: closed`, as a limit that cannot count.
+const REVOCATIONS_UNAVAILABLE = errorReply(
+  503,
+  "limits_unavailable",
+  "the revoked tokens cannot be read; try again shortly",
   { "retry-after": "1" },
 );
 
@@ -95,28 +104,46 @@ function bearerToken(ctx: RequestContext): string | Reply {
  * `ctx.clientId` and its scopes in `ctx.scopes`. A token verified before answers from the cache, without a signature check. A
  * token that fails verification, other than by expiring, counts against its client IP in
  * `failures`; beyond the limit, the IP's tokens that are not in the cache are
- * refused without a check.
+ * refused without a check. A revoked token (RFC 7009, by its `jti` in `marks`) is refused.
  */
 export function createAuthenticateStage(
   settings: TokenSettings,
   failures: FailureLimiter,
+  marks: TokenMarks,
   services: Services,
 ): Stage {
   const { metrics, now } = services;
   const verifier = createTokenVerifier(settings);
-  const clients = settings.clients.secrets;
+  const clients = settings.clients.ids;
 
   const refuse = (reason: string, reply: Reply): Reply => {
     metrics.authFailures.inc({ reason });
     return reply;
   };
 
-  const accept = (ctx: RequestContext, token: VerifiedToken): Reply | undefined => {
-    // A token outlives a config change; its client must still be listed.
-    if (!clients.has(token.clientId)) return refuse("bearer_client_removed", CLIENT_GONE);
+  const admit = (
+    ctx: RequestContext,
+    token: VerifiedToken,
+    revoked: boolean | "unavailable",
+  ): Reply | undefined => {
+    if (revoked === "unavailable") return REVOCATIONS_UNAVAILABLE;
+    if (revoked) return refuse("bearer_revoked", REVOKED);
     ctx.clientId = token.clientId;
     ctx.scopes = token.scopes;
     return undefined;
+  };
+
+  const accept = (
+    ctx: RequestContext,
+    token: VerifiedToken,
+    nowMs: number,
+  ): Reply | undefined | Promise<Reply | undefined> => {
+    // A token outlives a config change; its client must still be listed.
+    if (!clients.has(token.clientId)) return refuse("bearer_client_removed", CLIENT_GONE);
+    const revoked = marks.isRevoked(token.jti, nowMs);
+    return revoked instanceof Promise
+      ? revoked.then((settled) => admit(ctx, token, settled))
+      : admit(ctx, token, revoked);
   };
 
   // The failure limiter throws only when its store is down under `on_outage: closed`.
@@ -143,7 +170,7 @@ export function createAuthenticateStage(
       const counted = await limiterCall(ctx, failures.failed(ip));
       return counted === UNAVAILABLE ? LIMITS_UNAVAILABLE : refuse("bearer_invalid", INVALID);
     }
-    return accept(ctx, verified);
+    return accept(ctx, verified, nowMs);
   }
 
   return function authenticate(ctx) {
@@ -159,7 +186,7 @@ export function createAuthenticateStage(
       return refuse("bearer_malformed", NOT_B64TOKEN);
     }
     if (queryHasAccessToken(ctx.query)) return refuse("bearer_malformed", TOKEN_IN_QUERY);
-    if (known !== undefined) return accept(ctx, known);
+    if (known !== undefined) return accept(ctx, known, nowMs);
     return verifyNew(ctx, token, nowMs);
   };
 }

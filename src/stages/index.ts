@@ -23,6 +23,7 @@ import type { CounterStore } from "../limits/counters.js";
 import type { Forwarder } from "../upstream/forwarder.js";
 import type { Stage } from "../core/context.js";
 import type { Services } from "../core/services.js";
+import { createTokenMarks, type LocalMarks } from "../tokens/marks.js";
 
 /** What the stages are built with besides the snapshot. */
 export interface PipelineDeps {
@@ -32,18 +33,25 @@ export interface PipelineDeps {
   readonly limiterStore: CounterStore;
   /** Milliseconds a token request's body may take to arrive once it is wanted (408 after). */
   readonly tokenBodyMs: number;
+  /** The process's used assertion ids and revoked token ids, across reloads. */
+  readonly localMarks: LocalMarks;
 }
 
 /** Builds the ordered stages for one config snapshot. */
 export function buildStages(config: Snapshot, deps: PipelineDeps): readonly Stage[] {
   const { services } = deps;
   // One count per IP for both ways of failing to authenticate: client secrets and bearer tokens.
+  const outage = createOutage(config.limits.store, services.metrics);
   const failures = createFailureLimiter(
     deps.limiterStore,
     config.tokens.failureLimit,
     services.now,
-    createOutage(config.limits.store, services.metrics),
+    outage,
   );
+  // Used assertion ids and revoked tokens: in Redis with the limits when they are there.
+  const marks = createTokenMarks(deps.limiterStore.shared, deps.localMarks, outage, {
+    failed: (error) => services.log.debug({ err: error }, "token marks not shared"),
+  });
   return Object.freeze([
     // First, so that every answer (a 400 too) carries X-Request-Id.
     createRequestIdStage(services.newId),
@@ -57,14 +65,15 @@ export function buildStages(config: Snapshot, deps: PipelineDeps): readonly Stag
     createCanonicalPathStage(),
     // gatehouse's own paths: answered here, never forwarded, never counted.
     createHealthStage(config.health, services.lifecycle),
-    // The token endpoint: gatehouse's own path too, before the allowlist.
-    createTokenEndpointStage(config.tokens, failures, services, deps.tokenBodyMs),
+    // The token and revocation endpoints: gatehouse's own paths too, before the allowlist.
+    createTokenEndpointStage(config.tokens, failures, marks, services, deps.tokenBodyMs),
     // The JWKS and the RFC 8414 and RFC 9728 metadata: public, uncounted, before the allowlist.
     createMetadataStage(config.tokens),
     // The allowlist: 404 and 405 never reach the limiter.
     createRouteStage(config.routes),
-    // 401 and 400 for the bearer token come after 404/405 and before anything counts.
-    createAuthenticateStage(config.tokens, failures, services),
+    // 401 and 400 for the bearer token (a revoked one too) come after 404/405 and before anything
+    // counts.
+    createAuthenticateStage(config.tokens, failures, marks, services),
     // 403 for a token without the route's scopes: known only once the token is, and before
     // anything counts, so a refused request is neither counted nor forwarded.
     createScopesStage(config.routes),

@@ -2,13 +2,21 @@
  * Client authentication at the token endpoint: a secret presented successfully before is accepted
  * from memory (no scrypt, no wait); any other is verified with scrypt within the verification
  * bound, an unknown client id against the dummy record through the same bound, so it costs what a
- * wrong secret costs (OWASP API2:2023).
+ * wrong secret costs (OWASP API2:2023). A client assertion's signature check (private_key_jwt)
+ * runs within the same bound, so a flood of forged assertions cannot take more than it either.
  */
 import type { Clock } from "../clock.js";
 import type { Metrics } from "../metrics.js";
 import { verifySecret } from "./secrets.js";
 import type { ClientRegistry } from "./settings.js";
 import { BUSY, createWorkBound } from "./work-bound.js";
+import {
+  AssertionRejected,
+  assertedClient,
+  verifyAssertion,
+  type AssertionSettings,
+  type VerifiedAssertion,
+} from "./assertion.js";
 
 /** How long a verification may wait for its turn before the request is answered 503. */
 export const VERIFY_WAIT_MS = 1000;
@@ -16,17 +24,26 @@ export const VERIFY_WAIT_MS = 1000;
 /** A client authentication's outcome: `busy` when no verification could start in time. */
 export type ClientCheck = "accepted" | "refused" | "busy";
 
-/** Checks client secrets against one registry. */
+/** Checks client secrets and assertions against one registry. */
 export interface ClientAuthenticator {
   check(clientId: string, secret: string): Promise<ClientCheck>;
+  /**
+   * Verifies a client assertion at `nowMs` (whether its `jti` was used before is not asked here);
+   * refused with the reason, for metrics.
+   */
+  checkAssertion(
+    assertion: string,
+    nowMs: number,
+  ): Promise<VerifiedAssertion | AssertionRejected | "busy">;
 }
 
 /**
- * An authenticator over `registry`, running at most `concurrency` scrypt verifications at once;
- * `clock` times the wait and the memo's entries.
+ * An authenticator over `registry`, running at most `concurrency` verifications (scrypt or a
+ * signature) at once; `clock` times the wait and the memo's entries.
  */
 export function createClientAuthenticator(
   registry: ClientRegistry,
+  assertions: AssertionSettings,
   concurrency: number,
   clock: Clock,
   metrics: Metrics,
@@ -56,6 +73,20 @@ export function createClientAuthenticator(
       if (record === undefined || !matches) return "refused";
       registry.remembered.remember(clientId, secret, clock.monotonic());
       return "accepted";
+    },
+    async checkAssertion(assertion, nowMs) {
+      try {
+        // The payload is decoded without the bound (it is cheap): an assertion naming no
+        // private_key_jwt client never waits for a turn.
+        const clientId = assertedClient(assertion, registry);
+        const verified = await bound.run(() =>
+          verifyAssertion(assertion, clientId, registry, assertions, nowMs),
+        );
+        return verified === BUSY ? "busy" : verified;
+      } catch (error) {
+        if (error instanceof AssertionRejected) return error;
+        throw error;
+      }
     },
   };
 }

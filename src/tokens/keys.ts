@@ -121,8 +121,22 @@ export async function generateKeyPairFor(alg: SigningAlgorithm): Promise<KeyPair
 
 /** A new PKCS#8 PEM private key for `alg` (`gatehouse keygen`). */
 export async function generateKeyPem(alg: "EdDSA" | "ES256"): Promise<string> {
+  return (await generateKeyWithJwks(alg)).pem;
+}
+
+/**
+ * A new PKCS#8 PEM private key for `alg` and the JWKS of its public half, with `kid` (the RFC
+ * 7638 thumbprint), `alg` and `use: sig`: a private_key_jwt client's pair (`keygen --jwks`).
+ */
+export async function generateKeyWithJwks(
+  alg: "EdDSA" | "ES256",
+): Promise<{ readonly pem: string; readonly jwks: string }> {
   const { privateKey } = await generateKeyPair(alg, { extractable: true });
-  return `${(await exportPKCS8(privateKey)).trimEnd()}\n`;
+  const { verification } = await pairFromPrivate(privateKey, alg);
+  return {
+    pem: `${(await exportPKCS8(privateKey)).trimEnd()}\n`,
+    jwks: `${JSON.stringify({ keys: [verification.jwk] }, null, 2)}\n`,
+  };
 }
 
 /** Creates the per-process store of generated keys: one per algorithm, made on first use. */

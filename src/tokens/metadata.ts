@@ -2,7 +2,7 @@
  * The metadata documents a client discovers gatehouse by: RFC 8414 authorization server metadata
  * and RFC 9728 protected resource metadata, built once per config from one list of members each.
  */
-import type { TokenSettings } from "./settings.js";
+import { clientAuthentication, type TokenSettings } from "./settings.js";
 
 /** The JWKS path (RFC 8615 well-known URI). */
 export const JWKS_PATH = "/.well-known/jwks.json";
@@ -19,39 +19,49 @@ export interface Metadata {
   readonly protectedResource: Readonly<Record<string, unknown>>;
 }
 
-/** One member: its name, and its value for a config (undefined or [] leaves it out). */
-type Member = readonly [name: string, value: (settings: TokenSettings, origin: string) => unknown];
-
-// The client authentication methods in use (RFC 8414 §2, IANA "OAuth Token Endpoint
-// Authentication Methods"): a client with a secret may send it either way.
-function authMethods(settings: TokenSettings): string[] {
-  return settings.clients.secrets.size > 0 ? ["client_secret_basic", "client_secret_post"] : [];
+/** What the members are read from: the settings, the issuer's origin, the clients' methods. */
+interface Source {
+  readonly settings: TokenSettings;
+  readonly origin: string;
+  /**
+   * The client authentication methods in use (RFC 8414 §2, IANA "OAuth Token Endpoint
+   * Authentication Methods") and the assertions' algorithms: the same at both endpoints.
+   */
+  readonly auth: ReturnType<typeof clientAuthentication>;
 }
 
+/** One member: its name, and its value for a config (undefined or [] leaves it out). */
+type Member = readonly [name: string, value: (source: Source) => unknown];
+
 // RFC 8414 §2. URLs are the issuer's origin and gatehouse's own paths, whatever path the issuer
-// has: gatehouse serves them at the root.
+// has: gatehouse serves them at the root. The revocation endpoint (RFC 7009) authenticates its
+// clients as the token endpoint does.
 const AUTHORIZATION_SERVER: readonly Member[] = [
-  ["issuer", (settings) => settings.issuer],
-  ["token_endpoint", (settings, origin) => origin + settings.path],
-  ["jwks_uri", (_, origin) => origin + JWKS_PATH],
+  ["issuer", ({ settings }) => settings.issuer],
+  ["token_endpoint", ({ settings, origin }) => origin + settings.path],
+  ["jwks_uri", ({ origin }) => origin + JWKS_PATH],
   ["grant_types_supported", () => ["client_credentials"]],
-  ["token_endpoint_auth_methods_supported", authMethods],
-  ["scopes_supported", (settings) => settings.scopes],
+  ["token_endpoint_auth_methods_supported", ({ auth }) => auth.methods],
+  ["token_endpoint_auth_signing_alg_values_supported", ({ auth }) => auth.assertionAlgorithms],
+  ["scopes_supported", ({ settings }) => settings.scopes],
+  ["revocation_endpoint", ({ settings, origin }) => origin + settings.revocationPath],
+  ["revocation_endpoint_auth_methods_supported", ({ auth }) => auth.methods],
+  ["revocation_endpoint_auth_signing_alg_values_supported", ({ auth }) => auth.assertionAlgorithms],
 ];
 
 // RFC 9728 §2: tokens are accepted in the Authorization header only (RFC 6750 §2.1).
 const PROTECTED_RESOURCE: readonly Member[] = [
-  ["resource", (settings) => settings.audience],
-  ["authorization_servers", (settings) => [settings.issuer]],
-  ["scopes_supported", (settings) => settings.scopes],
+  ["resource", ({ settings }) => settings.audience],
+  ["authorization_servers", ({ settings }) => [settings.issuer]],
+  ["scopes_supported", ({ settings }) => settings.scopes],
   ["bearer_methods_supported", () => ["header"]],
 ];
 
 // RFC 8414 §3: members with no value are omitted, and so are empty lists.
-function document(members: readonly Member[], settings: TokenSettings, origin: string) {
+function document(members: readonly Member[], source: Source) {
   const body: Record<string, unknown> = {};
   for (const [name, value] of members) {
-    const member = value(settings, origin);
+    const member = value(source);
     if (member === undefined || (Array.isArray(member) && member.length === 0)) continue;
     body[name] = member;
   }
@@ -82,9 +92,14 @@ export function metadataOf(settings: TokenSettings): Metadata | undefined {
   if (issuer === undefined) return undefined;
   // RFC 8414 §3.1: a terminating "/" is removed from the issuer's path before it is appended.
   const path = issuer.pathname.replace(/\/$/, "");
+  const source: Source = {
+    settings,
+    origin: issuer.origin,
+    auth: clientAuthentication(settings.clients),
+  };
   return {
     authorizationServerPath: AUTHORIZATION_SERVER_PATH + path,
-    authorizationServer: document(AUTHORIZATION_SERVER, settings, issuer.origin),
-    protectedResource: document(PROTECTED_RESOURCE, settings, issuer.origin),
+    authorizationServer: document(AUTHORIZATION_SERVER, source),
+    protectedResource: document(PROTECTED_RESOURCE, source),
   };
 }

@@ -12,7 +12,17 @@ export interface ClientCredentials {
   readonly secret: string;
 }
 
-/** The fields of a token request that gatehouse reads; empty values count as absent. */
+/** A client assertion as presented (RFC 7521 §4.2), before it is checked. */
+export interface AssertionCredentials {
+  readonly assertion: string;
+  /** The body's `client_id`, which must then name the assertion's `sub` (RFC 7521 §4.2). */
+  readonly claimedId: string | undefined;
+}
+
+/**
+ * The fields of a token or revocation request that gatehouse reads; empty values count as
+ * absent.
+ */
 export interface TokenRequestFields {
   readonly grantType: string | undefined;
   readonly clientId: string | undefined;
@@ -21,6 +31,10 @@ export interface TokenRequestFields {
   readonly scope: string | undefined;
   /** RFC 8707 §2: the one parameter that may repeat, in the order sent. */
   readonly resources: readonly string[];
+  readonly clientAssertionType: string | undefined;
+  readonly clientAssertion: string | undefined;
+  /** RFC 7009 §2.1: the token to revoke. */
+  readonly token: string | undefined;
 }
 
 /** The body's media types the endpoint reads. */
@@ -85,7 +99,17 @@ const FIELD_NAMES: Readonly<Record<string, keyof TokenRequestFields>> = {
   CLIENT_SECRET: "clientSecret",
   scope: "scope",
   resource: "resources",
+  client_assertion_type: "clientAssertionType",
+  client_assertion: "clientAssertion",
+  token: "token",
 };
+
+// The fields that carry a credential: never in the request URI (RFC 6749 §2.3.1).
+const CREDENTIAL_FIELDS: ReadonlySet<keyof TokenRequestFields> = new Set([
+  "clientId",
+  "clientSecret",
+  "clientAssertion",
+]);
 
 /** Collects the known fields; a field given twice (an alias counts) is refused (RFC 6749 §3.2). */
 function collect(pairs: Iterable<[string, string]>): TokenRequestFields {
@@ -111,6 +135,9 @@ function collect(pairs: Iterable<[string, string]>): TokenRequestFields {
     clientSecret: fields.clientSecret,
     scope: fields.scope,
     resources,
+    clientAssertionType: fields.clientAssertionType,
+    clientAssertion: fields.clientAssertion,
+    token: fields.token,
   };
 }
 
@@ -178,7 +205,7 @@ export function queryHasCredentials(query: string | null): boolean {
     const name = formDecode(equals === -1 ? part : part.slice(0, equals));
     if (name === undefined || !Object.hasOwn(FIELD_NAMES, name)) continue;
     const field = FIELD_NAMES[name];
-    if (field === "clientId" || field === "clientSecret") return true;
+    if (field !== undefined && CREDENTIAL_FIELDS.has(field)) return true;
   }
   return false;
 }

@@ -28,6 +28,7 @@ import {
 } from "./secrets.js";
 import { createRememberedSecrets, type RememberedSecrets } from "./remembered.js";
 import { compileGrants, type ClientGrants } from "./grants.js";
+import { parseClientKeys, type ClientKeys } from "./client-keys.js";
 
 /** The clients allowed to obtain tokens. */
 export interface ClientRegistry {
@@ -37,11 +38,36 @@ export interface ClientRegistry {
   readonly dummy: SecretRecord;
   /** Secrets that matched before, forgotten with this registry (a reload starts afresh). */
   readonly remembered: RememberedSecrets;
+  /** private_key_jwt clients' public keys by exact client id (`jwks_file`). */
+  readonly assertionKeys: ReadonlyMap<string, ClientKeys>;
+  /** Every listed client id, whichever way it authenticates. */
+  readonly ids: ReadonlySet<string>;
+}
+
+/**
+ * The token endpoint authentication methods in use (RFC 8414 §2
+ * `token_endpoint_auth_methods_supported`) and the algorithms assertions may be signed with
+ * (`token_endpoint_auth_signing_alg_values_supported`; empty without a private_key_jwt client).
+ */
+export function clientAuthentication(registry: ClientRegistry): {
+  readonly methods: readonly string[];
+  readonly assertionAlgorithms: readonly string[];
+} {
+  const methods: string[] = [];
+  if (registry.secrets.size > 0) methods.push("client_secret_basic", "client_secret_post");
+  const algorithms = new Set<string>();
+  for (const keys of registry.assertionKeys.values()) {
+    for (const alg of keys.algorithms) algorithms.add(alg);
+  }
+  if (algorithms.size > 0) methods.push("private_key_jwt");
+  return { methods, assertionAlgorithms: [...algorithms].sort() };
 }
 
 /** Everything the token endpoint and the bearer stage need, precomputed. */
 export interface TokenSettings {
   readonly path: string;
+  /** `tokens.revocation_path`: the revocation endpoint (RFC 7009). */
+  readonly revocationPath: string;
   readonly issuer: string;
   readonly audience: string;
   /** Whole seconds: `expires_in`, and `exp - iat`. */
@@ -146,8 +172,23 @@ async function clientRegistry(
   ttlMs: number,
   context: TokenBuildContext,
 ): Promise<ClientRegistry> {
+  const keyEntries = await Promise.all(
+    clients.map(async (client, index): Promise<[string, ClientKeys] | undefined> => {
+      if (client.jwks_file === undefined) return undefined;
+      const path = ["clients", index, "jwks_file"];
+      const text = await readPem(context.baseDir, client.jwks_file, path, context.problems);
+      if (text === undefined) return undefined;
+      const keys = await parseClientKeys(text);
+      if (typeof keys === "string") {
+        context.problems.push({ path, message: keys });
+        return undefined;
+      }
+      return [client.id, keys];
+    }),
+  );
   const entries = await Promise.all(
     clients.map(async (client, index): Promise<[string, SecretRecord] | undefined> => {
+      if (client.jwks_file !== undefined) return undefined;
       if (client.secret_hash !== undefined) {
         const record = parseSecretHash(client.secret_hash);
         if (typeof record === "string") {
@@ -173,6 +214,8 @@ async function clientRegistry(
     dummy: dummyRecord(first.done ? DEFAULT_SCRYPT : first.value.params),
     // A verification is trusted without being repeated no longer than the token it earned lives.
     remembered: createRememberedSecrets(ttlMs),
+    assertionKeys: new Map(keyEntries.filter((entry) => entry !== undefined)),
+    ids: new Set(clients.map((client) => client.id)),
   };
 }
 
@@ -191,6 +234,7 @@ export async function compileTokens(
   const current = configured ?? (await context.ephemeralKeys.get(tokens.signing.algorithm));
   return {
     path: tokens.path,
+    revocationPath: tokens.revocation_path,
     issuer: tokens.issuer,
     audience: tokens.audience,
     ttlSeconds: Math.ceil(ttlMs / 1000),

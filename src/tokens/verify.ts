@@ -18,10 +18,15 @@ export class TokenRejected extends Error {
   }
 }
 
-/** What a verified token says, read once: its client and its scopes. */
+/**
+ * What a verified token says, read once: its client, its scopes, its `jti`, and until when it is
+ * accepted (epoch ms).
+ */
 export interface VerifiedToken {
   readonly clientId: string;
   readonly scopes: GrantedScopes;
+  readonly jti: string;
+  readonly untilMs: number;
 }
 
 /** Verifies tokens for one configuration. */
@@ -60,7 +65,7 @@ export function createTokenVerifier(
   const { keys, clockToleranceSeconds, ttlSeconds } = settings;
   const algorithms = [keys.alg];
   // Valid until min(exp, iat + maxTokenAge) plus the tolerance, as jose itself would judge.
-  const verified = new Map<string, VerifiedToken & { readonly untilMs: number }>();
+  const verified = new Map<string, VerifiedToken>();
 
   // RFC 8725 §3.10: a key is chosen only by exact kid; jku, x5u and jwk headers are never used.
   const keyFor = (header: JWTHeaderParameters): KeyMaterial => {
@@ -69,7 +74,7 @@ export function createTokenVerifier(
     return key;
   };
 
-  function remember(token: string, entry: VerifiedToken & { readonly untilMs: number }): void {
+  function remember(token: string, entry: VerifiedToken): void {
     if (verified.size >= cacheSize) {
       const oldest = verified.keys().next();
       if (!oldest.done) verified.delete(oldest.value);
@@ -116,7 +121,8 @@ export function createTokenVerifier(
       const exp = payload.exp as number;
       const iat = payload.iat as number;
       const untilMs = (Math.min(exp, iat + ttlSeconds) + clockToleranceSeconds) * 1000;
-      const entry = { clientId, scopes, untilMs };
+      // RFC 9068 §2.2 requires jti (checked above); RFC 7009 revokes a token by it.
+      const entry: VerifiedToken = { clientId, scopes, jti: String(payload.jti), untilMs };
       remember(token, entry);
       return entry;
     },

@@ -1,0 +1,357 @@
+/**
+ * Authenticating the client of a token or revocation request (RFC 6749 §2.3, RFC 7009 §2.1): the
+ * body read within its bounds, one authentication method chosen (HTTP Basic, a secret in the
+ * body, or a client assertion: RFC 7523 §2.2), the credentials checked within the verification
+ * bound, and every failure counted against the client's address (`tokens.failure_limit`).
+ */
+import type { IncomingMessage } from "node:http";
+import type { Clock } from "../clock.js";
+import type { ErrorCode } from "../http/error-codes.js";
+import { GatehouseError } from "../http/errors.js";
+import { fieldLines } from "../http/field-lines.js";
+import type { FailureDecision, FailureLimiter } from "../limits/failures.js";
+import { HANDLED, type Reply, type RequestContext } from "../core/context.js";
+import type { Services } from "../core/services.js";
+import { JWT_BEARER_ASSERTION } from "./assertion.js";
+import type { ClientAuthenticator } from "./client-auth.js";
+import type { TokenMarks } from "./marks.js";
+import {
+  bodyType,
+  parseBasicCredentials,
+  parseTokenBody,
+  type AssertionCredentials,
+  type ClientCredentials,
+  type TokenRequestFields,
+} from "./request.js";
+import type { TokenSettings } from "./settings.js";
+import type { TokenVerifier } from "./verify.js";
+
+/** Largest token or revocation request body read; a larger one gets 413 before it is read. */
+export const MAX_TOKEN_BODY_BYTES = 8 * 1024;
+
+/** RFC 6749 §5.1: token responses and their errors must not be cached. */
+export const NO_STORE = { "cache-control": "no-store", pragma: "no-cache" } as const;
+const BASIC_CHALLENGE = 'Basic realm="gatehouse"';
+
+/** An RFC 6749 §5.2 error answer, never cached. */
+export function oauthError(
+  status: number,
+  code: ErrorCode,
+  description: string,
+  headers: Readonly<Record<string, string>> = {},
+): Reply {
+  return {
+    status,
+    headers: { ...NO_STORE, ...headers },
+    body: { error: code, error_description: description },
+  };
+}
+
+// One answer for an unknown id, a wrong secret, malformed Basic or none at all, so an
+// unknown id cannot be told from a wrong secret.
+// RFC 9110 §15.5.2: a 401 always carries a challenge, so it is sent whichever method was used.
+/** The one answer to a client that did not authenticate. */
+export const INVALID_CLIENT = oauthError(401, "invalid_client", "client authentication failed", {
+  "www-authenticate": BASIC_CHALLENGE,
+});
+/** A body over MAX_TOKEN_BODY_BYTES. */
+export const TOO_LARGE = oauthError(
+  413,
+  "payload_too_large",
+  `the token request body must be at most ${MAX_TOKEN_BODY_BYTES} bytes`,
+  { connection: "close" },
+);
+/** Two Authorization header lines. */
+export const TWO_AUTHORIZATIONS = oauthError(
+  400,
+  "invalid_request",
+  "the request has more than one Authorization header",
+);
+const TWO_METHODS = oauthError(
+  400,
+  "invalid_request",
+  "the client must use one authentication method, Basic or the body, not both",
+);
+const ASSERTION_AND_SECRET = oauthError(
+  400,
+  "invalid_request",
+  "the client must use one authentication method: a client assertion, Basic or a secret, not two",
+);
+const HALF_AN_ASSERTION = oauthError(
+  400,
+  "invalid_request",
+  "client_assertion and client_assertion_type go together",
+);
+
+/**
+ * A 503 `temporarily_unavailable` saying what could not be done now. RFC 6749 §4.1.2.1 defines
+ * the code for the authorization endpoint; the token and revocation endpoints answer it in the same
+ * sense, in §5.2's format. RFC 9110 §10.2.3: retry after a second.
+ */
+export function retryShortly(what: string): Reply {
+  return oauthError(503, "temporarily_unavailable", `${what}; retry after 1 second`, {
+    "retry-after": "1",
+  });
+}
+
+const TEMPORARILY_UNAVAILABLE = retryShortly("too many client authentications are being checked");
+// Redis holds the used assertion ids and cannot be reached under `on_outage: closed`.
+const REPLAYS_UNAVAILABLE = retryShortly("used client assertions cannot be checked now");
+
+function rateLimited(decision: FailureDecision): Reply {
+  return oauthError(
+    429,
+    "rate_limited",
+    `too many failed client authentications; retry after ${decision.retryAfterSeconds} seconds`,
+    { "retry-after": String(decision.retryAfterSeconds) },
+  );
+}
+
+/** What the Authorization header holds for the token endpoint. */
+export type HeaderCredentials = ClientCredentials | undefined | "malformed" | "repeated";
+
+/** Basic credentials from the Authorization header, undefined without one, or why not. */
+export function headerCredentials(req: IncomingMessage): HeaderCredentials {
+  const lines = fieldLines(req.rawHeaders, "authorization");
+  if (lines === 0) return undefined;
+  if (lines > 1) return "repeated";
+  const value = req.headers.authorization ?? "";
+  const space = value.indexOf(" ");
+  // RFC 9110 §11.1: the scheme is case-insensitive. Any other scheme is an unsupported method.
+  if (space === -1 || value.slice(0, space).toLowerCase() !== "basic") return "malformed";
+  return parseBasicCredentials(value.slice(space + 1).trim()) ?? "malformed";
+}
+
+/** What a request authenticates with: a secret or an assertion. */
+type Credentials = ClientCredentials | AssertionCredentials;
+
+/** The assertion of a private_key_jwt request (RFC 7521 §4.2), or the answer to a bad one. */
+function assertionCredentials(
+  basic: ClientCredentials | undefined,
+  fields: TokenRequestFields,
+): AssertionCredentials | Reply {
+  // RFC 6749 §2.3: one authentication method per request.
+  if (basic !== undefined || fields.clientSecret !== undefined) return ASSERTION_AND_SECRET;
+  const { clientAssertion, clientAssertionType } = fields;
+  if (clientAssertion === undefined || clientAssertionType === undefined) return HALF_AN_ASSERTION;
+  // RFC 7521 §4.2.1: an assertion of a type not served is invalid_client.
+  if (clientAssertionType !== JWT_BEARER_ASSERTION) return INVALID_CLIENT;
+  return { assertion: clientAssertion, claimedId: fields.clientId };
+}
+
+/** The credentials to check, or the answer when the request cannot be authenticated. */
+function chooseCredentials(
+  basic: ClientCredentials | undefined,
+  fields: TokenRequestFields,
+): Credentials | Reply {
+  if (fields.clientAssertion !== undefined || fields.clientAssertionType !== undefined) {
+    return assertionCredentials(basic, fields);
+  }
+  if (basic !== undefined) {
+    // RFC 6749 §2.3: a client MUST NOT use more than one authentication method.
+    if (fields.clientSecret !== undefined) return TWO_METHODS;
+    if (fields.clientId !== undefined && fields.clientId !== basic.id) return TWO_METHODS;
+    return basic;
+  }
+  if (fields.clientId === undefined || fields.clientSecret === undefined) return INVALID_CLIENT;
+  return { id: fields.clientId, secret: fields.clientSecret };
+}
+
+type Body = Buffer | "too_large" | "timeout" | "aborted";
+
+/** Reads the body up to `limit` bytes, giving up after `timeoutMs` (one timer per read). */
+function readBody(
+  req: IncomingMessage,
+  limit: number,
+  timeoutMs: number,
+  clock: Clock,
+): Promise<Body> {
+  return new Promise((resolve) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const finish = (result: Body): void => {
+      timer.cancel();
+      req.off("data", onData);
+      req.off("end", onEnd);
+      req.off("error", onAbort);
+      req.off("close", onAbort);
+      resolve(result);
+    };
+    const onData = (chunk: Buffer): void => {
+      size += chunk.length;
+      if (size > limit) finish("too_large");
+      else chunks.push(chunk);
+    };
+    const onEnd = (): void => finish(Buffer.concat(chunks, size));
+    const onAbort = (): void => finish("aborted");
+    const timer = clock.after(timeoutMs, () => finish("timeout"));
+    req.on("data", onData);
+    req.on("end", onEnd);
+    req.on("error", onAbort);
+    // A close before the end means the client went away mid-body.
+    req.on("close", onAbort);
+  });
+}
+
+/** The failure limiter's store cannot be reached under `on_outage: closed`. */
+export const LIMITS_UNAVAILABLE = new GatehouseError(
+  503,
+  "limits_unavailable",
+  "the failure limiter cannot be reached; try again shortly",
+  { "retry-after": "1" },
+);
+
+/** What answering a token request needs, built once with the stage. */
+export interface Endpoint {
+  readonly settings: TokenSettings;
+  readonly failures: FailureLimiter;
+  readonly clients: ClientAuthenticator;
+  readonly marks: TokenMarks;
+  /** Verifies the tokens sent for revocation. */
+  readonly verifier: TokenVerifier;
+  readonly services: Services;
+  /** Milliseconds the body may take to arrive once it is wanted. */
+  readonly bodyMs: number;
+  /** The answer when the body is not received within `bodyMs`. */
+  readonly bodyTimeout: Reply;
+}
+
+// The limiter store is the only part that may fail for reasons outside the request (Redis); the
+// failure limiter throws only under \`on_outage: closed\` (under \`local\` and \`open\` it answers).
+async function limiterCall<T>(endpoint: Endpoint, call: Promise<T>): Promise<T> {
+  try {
+    return await call;
+  } catch (error) {
+    endpoint.services.log.error({ err: error }, "failure limiter unavailable");
+    throw LIMITS_UNAVAILABLE;
+  }
+}
+
+// Counts a failed client authentication, then answers it.
+function fail(endpoint: Endpoint, reason: string, reply: Reply): Reply {
+  endpoint.services.metrics.authFailures.inc({ reason });
+  return reply;
+}
+
+/** A request's credentials, with the fields of its body. */
+interface Received {
+  readonly credentials: Credentials;
+  readonly fields: TokenRequestFields;
+}
+
+/** Checks a request's fields before its client is authenticated; a Reply refuses it. */
+export type FieldCheck = (fields: TokenRequestFields) => Reply | undefined;
+
+/**
+ * Reads the request's body: the credentials to check (from the body, or the Basic ones) and the
+ * fields, or the answer when there are none to check, or HANDLED when the client went away.
+ */
+async function receiveCredentials(
+  endpoint: Endpoint,
+  ctx: RequestContext,
+  basic: ClientCredentials | undefined,
+  check: FieldCheck,
+): Promise<Received | Reply | typeof HANDLED> {
+  const { req } = ctx;
+  // Only now is the body wanted (RFC 9110 §10.1.1): a refused request never got 100 Continue.
+  if (req.headers.expect !== undefined) ctx.res.writeContinue();
+  const body = await readBody(req, MAX_TOKEN_BODY_BYTES, endpoint.bodyMs, endpoint.services.clock);
+  if (body === "aborted") {
+    ctx.res.destroy();
+    return HANDLED;
+  }
+  if (body === "too_large") return TOO_LARGE;
+  if (body === "timeout") return endpoint.bodyTimeout;
+  const fields = parseTokenBody(body, bodyType(req.headers["content-type"]));
+  const refused = check(fields);
+  if (refused !== undefined) return refused;
+  const credentials = chooseCredentials(basic, fields);
+  return "status" in credentials ? credentials : { credentials, fields };
+}
+
+// An assertion that verified: its jti is accepted once (RFC 7523 §3 item 7), and a client_id in
+// the body must name its subject (RFC 7521 §4.2). A string says why it was refused.
+async function checkAssertion(
+  endpoint: Endpoint,
+  credentials: AssertionCredentials,
+  nowMs: number,
+): Promise<{ readonly clientId: string } | string | Reply> {
+  const checked = await endpoint.clients.checkAssertion(credentials.assertion, nowMs);
+  if (checked === "busy") return "busy";
+  if (checked instanceof Error) return `assertion_${checked.reason}`;
+  if (credentials.claimedId !== undefined && credentials.claimedId !== checked.clientId) {
+    return "assertion_other_client";
+  }
+  const use = await endpoint.marks.firstUse(checked.clientId, checked.jti, checked.untilMs, nowMs);
+  if (use === "replayed") return "assertion_replayed";
+  if (use === "full") return "busy";
+  if (use === "unavailable") return REPLAYS_UNAVAILABLE;
+  return { clientId: checked.clientId };
+}
+
+/** Who authenticated, and the fields of the request. */
+export interface Authenticated {
+  readonly clientId: string;
+  readonly fields: TokenRequestFields;
+}
+
+/**
+ * Authenticates the client of a token or revocation request, counting a failure against its
+ * address: the client and the request's fields, or the answer.
+ */
+export async function authenticateClient(
+  endpoint: Endpoint,
+  ctx: RequestContext,
+  basic: Exclude<HeaderCredentials, "repeated">,
+  check: FieldCheck,
+): Promise<Authenticated | Reply | typeof HANDLED> {
+  const { settings, failures, services } = endpoint;
+  const ip = ctx.client.address;
+  // Beyond the limit every attempt from the address is refused, a malformed one too
+  // (RFC 6749 §2.3.1); attempts are counted per address only, so naming a client locks no one out.
+  const early = await limiterCall(endpoint, failures.peek(ip));
+  if (!early.allowed) return fail(endpoint, "rate_limited", rateLimited(early));
+  if (basic === "malformed") return fail(endpoint, "malformed_credentials", INVALID_CLIENT);
+  const received = await receiveCredentials(endpoint, ctx, basic, check);
+  if (received === HANDLED || !("credentials" in received)) {
+    return received === INVALID_CLIENT ? fail(endpoint, "no_credentials", received) : received;
+  }
+  const { credentials, fields } = received;
+  const decision = await limiterCall(endpoint, failures.attempt(ip));
+  if (!decision.allowed) {
+    services.log.warn({ requestId: ctx.requestId, ip }, "client authentication failure limit");
+    return fail(endpoint, "rate_limited", rateLimited(decision));
+  }
+  let clientId: string;
+  if ("assertion" in credentials) {
+    const checked = await checkAssertion(endpoint, credentials, services.now());
+    if (typeof checked === "string" && checked !== "busy") {
+      return fail(endpoint, checked, INVALID_CLIENT);
+    }
+    if (typeof checked === "string" || "status" in checked) {
+      // Not a failed guess (no turn for the check, a full replay record, or Redis down): the
+      // attempt is taken back.
+      await limiterCall(endpoint, failures.succeeded(decision));
+      return checked === "busy" ? TEMPORARILY_UNAVAILABLE : checked;
+    }
+    clientId = checked.clientId;
+  } else {
+    const checked = await endpoint.clients.check(credentials.id, credentials.secret);
+    if (checked === "busy") {
+      // The secret was never checked, so this was no guess: the attempt is taken back.
+      await limiterCall(endpoint, failures.succeeded(decision));
+      return TEMPORARILY_UNAVAILABLE;
+    }
+    if (checked === "refused") {
+      const listed = settings.clients.secrets.has(credentials.id);
+      // Per client id, so an operator sees a guessing campaign that no address's count shows;
+      // ids the config does not list share one label, so a guesser cannot grow the label set.
+      services.metrics.tokenFailures.inc({ client: listed ? credentials.id : "unknown" });
+      return fail(endpoint, listed ? "wrong_secret" : "unknown_client", INVALID_CLIENT);
+    }
+    clientId = credentials.id;
+  }
+  await limiterCall(endpoint, failures.succeeded(decision));
+  ctx.clientId = clientId;
+  return { clientId, fields };
+}

@@ -1,0 +1,204 @@
+/**
+ * private_key_jwt (RFC 7523 §2.2 and §3) through real sockets: assertions signed with jose for
+ * ES256 and EdDSA clients are accepted once; every assertion a careful server refuses is
+ * answered 401 invalid_client, the same body as a wrong secret; two methods at once are 400.
+ */
+import t from "tap";
+import { SignJWT } from "jose";
+import { configFor, startTestGatehouse } from "./helpers/gatehouse.js";
+import { startUpstream } from "./helpers/upstream.js";
+import { basic, clientsYaml } from "./helpers/tokens.js";
+import {
+  assertion,
+  assertionRequest,
+  jwksFiles,
+  JWT_BEARER,
+  keyClient,
+  keyClientsYaml,
+  postForm,
+} from "./helpers/assertions.js";
+
+const ISSUER = "https://auth.example.com";
+const START = Date.UTC(2026, 0, 5, 12);
+let clock = START;
+const now = (): number => clock;
+
+const es = await keyClient("batch-es", "ES256");
+const ed = await keyClient("batch-ed", "EdDSA");
+const SECRET_CLIENT = { id: "reporting-app", secret: "a3f1c9d2e8b7a6f5c4d3e2f1a0b9c8d7" };
+const upstream = await startUpstream();
+t.teardown(() => upstream.close());
+
+async function start(failureLimit: number) {
+  const yaml = configFor(
+    upstream.url,
+    `tokens:
+  issuer: ${ISSUER}
+  failure_limit: { limit: ${failureLimit}, window: 1h }
+${await clientsYaml([SECRET_CLIENT])}${keyClientsYaml([es, ed])}routes:
+  - path: /v1/items
+    methods: [GET]
+`,
+  );
+  return startTestGatehouse(yaml, { now, files: jwksFiles([es, ed]) });
+}
+
+const g = await start(1000);
+t.teardown(() => g.close());
+
+const INVALID_CLIENT = {
+  error: "invalid_client",
+  error_description: "client authentication failed",
+};
+
+for (const client of [es, ed]) {
+  t.test(`an ${client.alg} assertion gets a token that opens a protected route`, async (t) => {
+    const answer = await assertionRequest(g.url, await assertion(client, now(), ISSUER));
+    t.equal(answer.status, 200);
+    t.equal(answer.headers["cache-control"], "no-store");
+    const token = answer.json.access_token as string;
+    const response = await fetch(`${g.url}/v1/items`, {
+      headers: { authorization: `Bearer ${token}` },
+    });
+    t.equal(response.status, 200);
+    t.equal(upstream.received.at(-1)?.headers["x-client-id"], client.id);
+  });
+}
+
+t.test("client_id may accompany the assertion, naming its sub", async (t) => {
+  const same = await assertionRequest(g.url, await assertion(es, now(), ISSUER), [
+    ["client_id", es.id],
+  ]);
+  t.equal(same.status, 200);
+  const other = await assertionRequest(g.url, await assertion(es, now(), ISSUER), [
+    ["client_id", ed.id],
+  ]);
+  t.equal(other.status, 401);
+  t.strictSame(other.json, INVALID_CLIENT);
+});
+
+t.test("typ client-authentication+jwt is accepted, another typ refused", async (t) => {
+  const typed = await assertion(es, now(), ISSUER, {}, { typ: "client-authentication+jwt" });
+  t.equal((await assertionRequest(g.url, typed)).status, 200);
+  const jwt = await assertion(es, now(), ISSUER, {}, { typ: "at+jwt" });
+  t.equal((await assertionRequest(g.url, jwt)).status, 401);
+});
+
+t.test(
+  "aud: the issuer alone; the token endpoint URL or other audiences are refused",
+  async (t) => {
+    const alone = await assertion(es, now(), ISSUER, { aud: [ISSUER] });
+    t.equal((await assertionRequest(g.url, alone)).status, 200, "an array of the issuer alone");
+    for (const aud of [`${ISSUER}/oauth/token`, `${g.url}/oauth/token`, [ISSUER, "https://rs"]]) {
+      const refused = await assertionRequest(g.url, await assertion(es, now(), ISSUER, { aud }));
+      t.equal(refused.status, 401, JSON.stringify(aud));
+      t.strictSame(refused.json, INVALID_CLIENT);
+      t.equal(refused.headers["www-authenticate"], 'Basic realm="gatehouse"');
+    }
+  },
+);
+
+t.test("a refused assertion: every failure is the same 401 invalid_client", async (t) => {
+  const seconds = Math.floor(now() / 1000);
+  const pub = Buffer.from(es.jwk.x as string, "base64url");
+  const encode = (value: unknown) => Buffer.from(JSON.stringify(value)).toString("base64url");
+  const claims = { iss: es.id, sub: es.id, aud: ISSUER, jti: "n", exp: seconds + 60 };
+  const cases: Array<[string, Promise<string>]> = [
+    ["expired beyond the tolerance", assertion(es, now(), ISSUER, { exp: seconds - 31 })],
+    ["exp more than 5 minutes ahead", assertion(es, now(), ISSUER, { exp: seconds + 331 })],
+    ["no exp", assertion(es, now(), ISSUER, { exp: undefined })],
+    ["no jti", assertion(es, now(), ISSUER, { jti: undefined })],
+    ["an empty jti", assertion(es, now(), ISSUER, { jti: "" })],
+    ["iss of another client", assertion(es, now(), ISSUER, { iss: ed.id })],
+    ["sub of another client", assertion(es, now(), ISSUER, { sub: ed.id })],
+    ["sub of a secret client", assertion(es, now(), ISSUER, { sub: SECRET_CLIENT.id })],
+    ["no aud", assertion(es, now(), ISSUER, { aud: undefined })],
+    ["alg none", Promise.resolve(`${encode({ alg: "none" })}.${encode(claims)}.`)],
+    ["alg none, signed", Promise.resolve(`${encode({ alg: "none" })}.${encode(claims)}.c2ln`)],
+    [
+      "HS256 keyed with the public key's bytes",
+      new SignJWT(claims).setProtectedHeader({ alg: "HS256", kid: es.jwk.kid }).sign(pub),
+    ],
+    ["signed by another client's key", assertion({ ...ed, id: es.id }, now(), ISSUER)],
+    ["not a JWS", Promise.resolve("not-a-jws")],
+  ];
+  for (const [name, signed] of cases) {
+    const answer = await assertionRequest(g.url, await signed);
+    t.equal(answer.status, 401, name);
+    t.strictSame(answer.json, INVALID_CLIENT, name);
+  }
+});
+
+t.test("an assertion within the clock tolerance is accepted", async (t) => {
+  const seconds = Math.floor(now() / 1000);
+  const late = await assertion(ed, now(), ISSUER, { exp: seconds - 29 });
+  t.equal((await assertionRequest(g.url, late)).status, 200);
+});
+
+t.test("a jti is accepted once until its exp", async (t) => {
+  const signed = await assertion(ed, now(), ISSUER, { jti: "once" });
+  t.equal((await assertionRequest(g.url, signed)).status, 200);
+  const replay = await assertionRequest(g.url, signed);
+  t.equal(replay.status, 401, "the same assertion again");
+  t.strictSame(replay.json, INVALID_CLIENT);
+  const again = await assertion(ed, now(), ISSUER, { jti: "once" });
+  t.equal((await assertionRequest(g.url, again)).status, 401, "a new assertion, the same jti");
+  const other = await assertion(es, now(), ISSUER, { jti: "once" });
+  t.equal((await assertionRequest(g.url, other)).status, 200, "jtis are per client");
+});
+
+t.test("an assertion and a secret at once are 400 invalid_request", async (t) => {
+  const signed = await assertion(es, now(), ISSUER);
+  const withBasic = await postForm(
+    g.url,
+    "/oauth/token",
+    [
+      ["client_assertion_type", JWT_BEARER],
+      ["client_assertion", signed],
+    ],
+    { authorization: basic(SECRET_CLIENT.id, SECRET_CLIENT.secret) },
+  );
+  t.equal(withBasic.status, 400);
+  t.equal(withBasic.json.error, "invalid_request");
+  const withSecret = await assertionRequest(g.url, signed, [["client_secret", "x"]]);
+  t.equal(withSecret.status, 400);
+  t.equal(withSecret.json.error, "invalid_request");
+  const half = await postForm(g.url, "/oauth/token", [["client_assertion", signed]]);
+  t.equal(half.status, 400, "an assertion without its type");
+  const otherType = await postForm(g.url, "/oauth/token", [
+    ["client_assertion_type", "urn:ietf:params:oauth:client-assertion-type:saml2-bearer"],
+    ["client_assertion", signed],
+  ]);
+  t.equal(otherType.status, 401, "an assertion type not served");
+  t.strictSame(otherType.json, INVALID_CLIENT);
+});
+
+t.test("a private_key_jwt client cannot use a secret", async (t) => {
+  const answer = await postForm(g.url, "/oauth/token", [
+    ["client_id", es.id],
+    ["client_secret", "anything"],
+  ]);
+  t.equal(answer.status, 401);
+  t.strictSame(answer.json, INVALID_CLIENT);
+});
+
+t.test("refused assertions count against the address's failure limit", async (t) => {
+  const limited = await start(2);
+  t.teardown(() => limited.close());
+  const stale = await assertion(es, now(), ISSUER, { exp: Math.floor(now() / 1000) - 600 });
+  t.equal((await assertionRequest(limited.url, stale)).status, 401);
+  const signed = await assertion(es, now(), ISSUER, { jti: "counted" });
+  t.equal((await assertionRequest(limited.url, signed)).status, 200, "a success is not counted");
+  t.equal((await assertionRequest(limited.url, signed)).status, 401, "a replay is a failure");
+  const good = await assertionRequest(limited.url, await assertion(es, now(), ISSUER));
+  t.equal(good.status, 429, "beyond the limit, a good assertion too");
+  t.equal(good.json.error, "rate_limited");
+});
+
+t.test("a used jti is forgotten once its assertion has ended", async (t) => {
+  const signed = await assertion(es, now(), ISSUER, { jti: "ends" });
+  t.equal((await assertionRequest(g.url, signed)).status, 200);
+  clock += 120_000;
+  const later = await assertion(es, now(), ISSUER, { jti: "ends" });
+  t.equal((await assertionRequest(g.url, later)).status, 200, "after exp + tolerance");
+});

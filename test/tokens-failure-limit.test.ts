@@ -112,6 +112,21 @@ t.test("successes are not counted", async (t) => {
   t.equal((await attempt(ip, OTHER, "wrong")).status, 401, "a failure after them is a 401");
 });
 
+// A fleet behind one address asks for tokens all at once: a secret that matched before is no
+// guess, so however many are in flight it is neither counted nor refused.
+t.test(
+  "a remembered secret is not an attempt: more at once than the limit all get 200",
+  async (t) => {
+    const ip = "192.0.2.51";
+    t.equal((await attempt(ip, READER)).status, 200, "the first is verified");
+    const statuses = await Promise.all(
+      Array.from({ length: 20 }, () => attempt(ip, READER).then((answer) => answer.status)),
+    );
+    t.strictSame(statuses, Array(20).fill(200), "20 at once, over a limit of 3");
+    t.equal((await attempt(ip, READER, "wrong")).status, 401, "a wrong secret is still a failure");
+  },
+);
+
 t.test("requests refused before authentication are not counted", async (t) => {
   const ip = "192.0.2.60";
   for (let i = 0; i < 4; i++) {

@@ -317,6 +317,12 @@ export async function authenticateClient(
     return received === INVALID_CLIENT ? fail(endpoint, "no_credentials", received) : received;
   }
   const { credentials, fields } = received;
+  // A secret that matched before is no guess: it is not counted, so a client's concurrent token
+  // requests from one address never count against that address's failure limit.
+  if ("secret" in credentials && endpoint.clients.recall(credentials.id, credentials.secret)) {
+    ctx.clientId = credentials.id;
+    return { clientId: credentials.id, fields };
+  }
   const decision = await limiterCall(endpoint, failures.attempt(ip));
   if (!decision.allowed) {
     services.log.warn({ requestId: ctx.requestId, ip }, "client authentication failure limit");

@@ -26,6 +26,12 @@ export type ClientCheck = "accepted" | "refused" | "busy";
 
 /** Checks client secrets and assertions against one registry. */
 export interface ClientAuthenticator {
+  /**
+   * Whether `secret` is the one `clientId` presented successfully before: accepted without a
+   * verification, a turn in the bound, or a failed attempt counted against the address.
+   */
+  recall(clientId: string, secret: string): boolean;
+  /** Verifies a secret that `recall` does not know, within the bound. */
   check(clientId: string, secret: string): Promise<ClientCheck>;
   /**
    * Verifies a client assertion at `nowMs` (whether its `jti` was used before is not asked here);
@@ -58,12 +64,15 @@ export function createClientAuthenticator(
     metrics.secretVerifications.inc({ result });
 
   return {
+    recall(clientId, secret) {
+      const known =
+        registry.secrets.has(clientId) &&
+        registry.remembered.knows(clientId, secret, clock.monotonic());
+      if (known) counted("remembered");
+      return known;
+    },
     async check(clientId, secret) {
       const record = registry.secrets.get(clientId);
-      if (record !== undefined && registry.remembered.knows(clientId, secret, clock.monotonic())) {
-        counted("remembered");
-        return "accepted";
-      }
       const matches = await bound.run(() => verifySecret(secret, record ?? registry.dummy));
       if (matches === BUSY) {
         counted("busy");

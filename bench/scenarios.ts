@@ -172,7 +172,8 @@ export async function assertAnswered(target: Target): Promise<void> {
 }
 
 // RFC 6749 §4.4 client-credentials grant, the client authenticated with HTTP Basic (§2.3.1).
-async function fetchToken(gatehouse: Served, id: string, secret: string): Promise<string> {
+/** A token for `id`, obtained from `gatehouse` with HTTP Basic. */
+export async function fetchToken(gatehouse: Served, id: string, secret: string): Promise<string> {
   const basic = Buffer.from(`${encodeURIComponent(id)}:${encodeURIComponent(secret)}`);
   const response = await fetch(gatehouse.url + TOKEN_PATH, {
     method: "POST",

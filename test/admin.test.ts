@@ -60,8 +60,8 @@ t.test("GET /config shows the config in force with its defaults", async (t) => {
   t.equal(config.upstream.timeout, "2s");
   t.equal(config.logging.level, "info", "defaults are filled in");
   t.strictSame(config.clients, [
-    { id: "hashed-app" },
-    { id: "env-app", secret_env: "ADMIN_TEST_SECRET" },
+    { id: "hashed-app", scopes: [] },
+    { id: "env-app", secret_env: "ADMIN_TEST_SECRET", scopes: [] },
   ]);
   t.equal(config.tokens.signing.key_file, "signing.pem", "the key's path, not the key");
   t.equal(

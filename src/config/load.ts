@@ -30,11 +30,15 @@ export interface ConfigProblem {
 /** The configuration could not be used; `problems` lists every reason. */
 export class ConfigError extends Error {
   readonly code = "invalid_config";
+  /** The problems in line order, whatever order they were found in (key files are read at once). */
+  readonly problems: readonly ConfigProblem[];
   constructor(
     readonly file: string,
-    readonly problems: readonly ConfigProblem[],
+    found: readonly ConfigProblem[],
   ) {
+    const problems = [...found].sort((a, b) => a.line - b.line || a.col - b.col);
     super(problems.map((p) => `${file}:${p.line}:${p.col} ${p.message}`).join("\n"));
+    this.problems = problems;
     this.name = "ConfigError";
   }
 }
@@ -124,9 +128,10 @@ export function parseConfigText(text: string, name: string, around?: Surrounding
 
 function refused(name: string, text: string, found: readonly Found[]): ConfigError {
   const at = positions(text);
-  const problems = found.map(({ offset, message }) => ({ ...at(offset), message }));
-  problems.sort((a, b) => a.line - b.line || a.col - b.col);
-  return new ConfigError(name, problems);
+  return new ConfigError(
+    name,
+    found.map(({ offset, message }) => ({ ...at(offset), message })),
+  );
 }
 
 function yamlMessage(code: string, message: string): string {

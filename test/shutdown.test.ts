@@ -9,6 +9,7 @@ import { request as httpRequest } from "node:http";
 import t from "tap";
 import { startCli, type CliProcess } from "./helpers/cli.js";
 import { eventually, send, type ClientResponse } from "./helpers/client.js";
+import { startTestGatehouse } from "./helpers/gatehouse.js";
 import { startUpstream } from "./helpers/upstream.js";
 
 const DEADLINE_MS = 8000;
@@ -162,3 +163,16 @@ t.test("with nothing in flight, SIGTERM exits 0", async (t) => {
   t.equal((await send(`${cli.url}/v1/fast`)).status, 200);
   t.equal(await cli.stop("SIGTERM"), 0);
 });
+
+t.test(
+  "a drain that ends before the grace period leaves no timer to hold the process",
+  async (t) => {
+    const timers = () => process.getActiveResourcesInfo().filter((kind) => kind === "Timeout");
+    const before = timers().length;
+    const { gatehouse } = await startTestGatehouse(
+      `upstream:\n  url: ${upstream.url}\nshutdown: { delay: 0s, grace: 1h }\n`,
+    );
+    await gatehouse.shutdown();
+    t.equal(timers().length, before, "every timer the run made is gone");
+  },
+);

@@ -57,11 +57,7 @@ async function drain(lifecycle: DrainingLifecycle, parts: ShutdownParts): Promis
   store.close();
   const closed = new Promise<void>((done) => server.close(() => done()));
   server.closeIdleConnections();
-  const graceOver = await Promise.race([
-    requests.idle().then(() => false),
-    sleep(graceMs).then(() => true),
-  ]);
-  if (graceOver) {
+  if (await overTime(requests.idle(), graceMs)) {
     const inFlight = requests.inFlight();
     log.warn({ inFlight }, "grace period over; closing the remaining connections");
   }
@@ -80,4 +76,16 @@ async function drain(lifecycle: DrainingLifecycle, parts: ShutdownParts): Promis
 
 function sleep(ms: number): Promise<void> {
   return new Promise((done) => setTimeout(done, ms));
+}
+
+// Whether `ms` passed before `settled` did. The timer is cleared either way: a drain that ends
+// early must not keep the process alive for the rest of the grace period.
+async function overTime(settled: Promise<void>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const over = new Promise<true>((done) => (timer = setTimeout(() => done(true), ms)));
+  try {
+    return await Promise.race([settled.then(() => false), over]);
+  } finally {
+    clearTimeout(timer);
+  }
 }

@@ -1,19 +1,22 @@
 // A TLS connection to Redis that fails after its handshake: the peer's record is garbage (a TLS
 // error), then the connection is reset (a second error on the same socket). ioredis listens to
 // its socket only once, so without a listener of gatehouse's own the reset ended the process.
-import { once } from "node:events";
+import { EventEmitter, once } from "node:events";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { connect, createServer, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createServer as createTlsServer } from "node:tls";
+import { Redis } from "ioredis";
 import { pino } from "pino";
 import t from "tap";
 import { connectRedis } from "../src/limits/redis-connection.js";
 import { createMetrics } from "../src/metrics.js";
+import { configFor, startTestGatehouse } from "./helpers/gatehouse.js";
 import { refusingPort } from "./helpers/ports.js";
 import { makeCertificates } from "./helpers/redis-tls.js";
-import { serverSettings } from "./helpers/redis.js";
+import { serverSettings, startTestRedis } from "./helpers/redis.js";
+import { startUpstream } from "./helpers/upstream.js";
 
 t.test("a TLS fault then a reset on one socket is an outage, not a crash", async (t) => {
   const dir = await mkdtemp(join(tmpdir(), "gatehouse-tls-fault-"));
@@ -85,3 +88,80 @@ t.test("a TLS fault then a reset on one socket is an outage, not a crash", async
   t.same(uncaught, [], "no error escaped to the process");
   t.equal(connection.healthy(), false, "the connection counts as down");
 });
+
+// The store hears other replicas' resets on a subscriber connection of its own. ioredis, left to
+// itself, subscribes again on every reconnection with a promise nobody awaits: a connection lost
+// during that SUBSCRIBE rejected it unhandled, which ends a Node process.
+t.test(
+  "a subscriber connection lost while subscribing again is an outage, not a crash",
+  async (t) => {
+    const rejected: unknown[] = [];
+    const record = (reason: unknown): void => void rejected.push(reason);
+    process.on("unhandledRejection", record);
+    t.teardown(() => process.off("unhandledRejection", record));
+    const redis = await startTestRedis();
+    t.teardown(() => redis.close());
+    const upstream = await startUpstream();
+    t.teardown(() => upstream.close());
+
+    // A relay to the server that reports each SUBSCRIBE answered, and can drop the next one sent.
+    const sockets = new Set<Socket>();
+    const relayEvents = new EventEmitter();
+    let dropNextSubscribe = false;
+    const relay = createServer((client) => {
+      const toServer = connect(redis.port, "127.0.0.1");
+      for (const socket of [client, toServer]) {
+        sockets.add(socket);
+        socket.on("error", () => undefined);
+        socket.once("close", () => sockets.delete(socket));
+      }
+      client.on("close", () => toServer.destroy());
+      toServer.on("close", () => client.destroy());
+      client.on("data", (data: Buffer) => {
+        if (dropNextSubscribe && /subscribe/i.test(data.toString("latin1"))) {
+          dropNextSubscribe = false;
+          client.destroy();
+          relayEvents.emit("dropped");
+          return;
+        }
+        toServer.write(data);
+      });
+      toServer.on("data", (data: Buffer) => {
+        client.write(data);
+        if (/subscribe/i.test(data.toString("latin1"))) relayEvents.emit("subscribed");
+      });
+    });
+    const relayPort = await refusingPort();
+    relay.listen(relayPort, "127.0.0.1");
+    await once(relay, "listening");
+    t.teardown(async () => {
+      for (const socket of sockets) socket.destroy();
+      await new Promise((done) => relay.close(done));
+    });
+    const subscribed = once(relayEvents, "subscribed");
+    const g = await startTestGatehouse(
+      configFor(
+        upstream.url,
+        `limits:\n  store: redis\n  redis:\n    url: redis://127.0.0.1:${relayPort}\n    key_prefix: "t:"\n`,
+      ),
+    );
+    t.teardown(() => g.close());
+    await subscribed;
+
+    // Every connection is lost; the subscriber's first SUBSCRIBE after reconnecting is lost too.
+    dropNextSubscribe = true;
+    const dropped = once(relayEvents, "dropped");
+    for (const socket of sockets) socket.destroy();
+    await dropped;
+    await once(relayEvents, "subscribed");
+
+    t.same(rejected, [], "no promise was left to reject unhandled");
+    const direct = new Redis(redis.url);
+    t.teardown(() => direct.quit());
+    t.strictSame(
+      await direct.call("PUBSUB", "NUMSUB", "t:resets"),
+      ["t:resets", 1],
+      "subscribed again, once",
+    );
+  },
+);

@@ -156,7 +156,9 @@ function countedFrom(answer: Reply, slots: readonly Slot[], nowMs: number): Coun
 
 /**
  * A second connection to the same Redis that subscribes to `channel` each time it is ready and
- * passes each message on `channel` to `onMessage`; its errors are ignored.
+ * passes each message on `channel` to `onMessage`; its errors are ignored. ioredis's own
+ * resubscription on a reconnection is off: it leaves its promise unhandled, and a connection lost
+ * during it would end the process. A Cluster's subscriber catches its own.
  */
 function subscribe(
   client: Redis | Cluster,
@@ -164,7 +166,7 @@ function subscribe(
   onMessage: (message: string) => void,
 ): Redis | Cluster {
   const subscriber: Redis | Cluster =
-    client instanceof Cluster ? client.duplicate() : client.duplicate();
+    client instanceof Cluster ? client.duplicate() : client.duplicate({ autoResubscribe: false });
   subscriber.on("error", () => undefined);
   subscriber.on("ready", () => void subscriber.subscribe(channel).catch(() => undefined));
   subscriber.on("message", (from: string, message: string) => {

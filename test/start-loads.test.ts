@@ -6,13 +6,14 @@
 import { execFileSync } from "node:child_process";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
+import { pathToFileURL } from "node:url";
 import t from "tap";
 
 // What a start on `configPath` has loaded, checked in a process of its own: what tap loads in
 // this one says nothing about a start.
 function loadedBy(configPath: string): Record<string, boolean> {
-  const server = new URL("../dist/src/server.js", import.meta.url).href;
+  const server = pathToFileURL(resolve("dist/src/server.js")).href;
   const script = `
     import { createRequire } from "node:module";
     const { startGatehouse } = await import(${JSON.stringify(server)});
@@ -36,12 +37,11 @@ function loadedBy(configPath: string): Record<string, boolean> {
   return JSON.parse(
     execFileSync(process.execPath, ["--input-type=module", "-e", script], {
       encoding: "utf8",
-      cwd: new URL("..", import.meta.url).pathname,
     }),
   ) as Record<string, boolean>;
 }
 
-const example = new URL("../proxy.config.yaml", import.meta.url).pathname;
+const example = resolve("proxy.config.yaml");
 
 t.test("the example config starts without ioredis, undici or the OpenTelemetry SDK", async (t) => {
   t.strictSame(loadedBy(example), { ioredis: false, undici: false, otel: false });

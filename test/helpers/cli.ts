@@ -1,5 +1,6 @@
 /** Runs the built `gatehouse` command as a child process and reads its JSON log lines. */
 import { spawn, type ChildProcess } from "node:child_process";
+import { resolve } from "node:path";
 import { createInterface } from "node:readline";
 
 /** A running `gatehouse` process. */
@@ -16,7 +17,8 @@ export interface CliProcess {
   stop(signal: NodeJS.Signals): Promise<number | null>;
 }
 
-const BUILT_CLI = new URL("../../dist/src/cli.js", import.meta.url).pathname;
+// Paths are the repository's: tests run from its root.
+const BUILT_CLI = resolve("dist/src/cli.js");
 
 /** Starts `node <cli> ...args` (the built CLI by default) and waits until it listens. */
 export function startCli(

@@ -169,6 +169,24 @@ t.test("a reload names the sections, plans, limits, routes and clients it change
   t.notOk(text.includes(alpha) || text.includes(beta), "no secret in any line");
 });
 
+t.test("a reload that changes many routes names twenty of each and counts them all", async (t) => {
+  const routes = (prefix: string, n: number) =>
+    `routes:\n${Array.from({ length: n }, (_, i) => `  - path: /${prefix}${i}\n    methods: [GET]\n`).join("")}`;
+  const g = await startTestGatehouse(configFor("http://127.0.0.1:3000", routes("a", 30)));
+  t.teardown(() => g.close());
+  await g.writeConfig(configFor("http://127.0.0.1:3000", routes("b", 25)));
+  t.equal(await g.gatehouse.reload("test"), "success");
+  const line = await g.logged((l) => l.msg === "config reloaded");
+  t.strictSame(line.changed, {
+    sections: ["routes"],
+    routes: {
+      added: Array.from({ length: 20 }, (_, i) => `/b${i}`),
+      removed: Array.from({ length: 20 }, (_, i) => `/a${i}`),
+      counts: { added: 25, removed: 30, changed: 0 },
+    },
+  });
+});
+
 t.test("a reload for a replaced key file says the signing keys changed", async (t) => {
   const pem = () =>
     generateKeyPairSync("ed25519").privateKey.export({ type: "pkcs8", format: "pem" }) as string;

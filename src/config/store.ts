@@ -72,12 +72,19 @@ async function build<T extends { readonly config: Snapshot }>(
   }
 }
 
-/** What was added, removed and changed among named entries, by name; empty lists left out. */
+/**
+ * What was added, removed and changed among named entries, by name; empty lists left out. A list
+ * holds at most NAMES_LOGGED names, and `counts` is there when one was cut: a reload that swaps
+ * 10,000 routes logs a line an operator can read, not every path.
+ */
 interface NamedChanges {
   readonly added?: string[];
   readonly removed?: string[];
   readonly changed?: string[];
+  readonly counts?: { readonly added: number; readonly removed: number; readonly changed: number };
 }
+
+const NAMES_LOGGED = 20;
 
 /** What a reload changed, for its log line: names only, never a value (values hold secrets). */
 interface ConfigChanges {
@@ -107,10 +114,15 @@ function named(
     (name) => before.has(name) && !same(before.get(name), after.get(name)),
   );
   if (added.length + removed.length + changed.length === 0) return undefined;
+  const cut = Math.max(added.length, removed.length, changed.length) > NAMES_LOGGED;
+  const first = (names: string[]) => names.slice(0, NAMES_LOGGED);
   return {
-    ...(added.length > 0 && { added }),
-    ...(removed.length > 0 && { removed }),
-    ...(changed.length > 0 && { changed }),
+    ...(added.length > 0 && { added: first(added) }),
+    ...(removed.length > 0 && { removed: first(removed) }),
+    ...(changed.length > 0 && { changed: first(changed) }),
+    ...(cut && {
+      counts: { added: added.length, removed: removed.length, changed: changed.length },
+    }),
   };
 }
 

@@ -12,7 +12,7 @@ import { eventually, send, type ClientResponse } from "./helpers/client.js";
 import { startTestGatehouse } from "./helpers/gatehouse.js";
 import { startUpstream } from "./helpers/upstream.js";
 
-const DEADLINE_MS = 8000;
+const DEADLINE_MS = 30_000;
 
 // The upstream holds /v1/slow until the test releases it.
 const releases: Array<() => void> = [];

@@ -55,10 +55,14 @@ export function json(response: ClientResponse): Record<string, unknown> {
   return JSON.parse(response.body.toString("utf8")) as Record<string, unknown>;
 }
 
-/** Polls `probe` every 50 ms until it returns true or `deadlineMs` passes; resolves with the last result. */
+/**
+ * Polls `probe` every 50 ms until it returns true or `deadlineMs` passes; resolves with the last
+ * result. The deadline only ends a wait that has already failed, so it is wide: a machine busy
+ * with other tests is not taken for a fault.
+ */
 export async function eventually(
   probe: () => Promise<boolean>,
-  deadlineMs = 5000,
+  deadlineMs = 30_000,
 ): Promise<boolean> {
   const end = Date.now() + deadlineMs;
   for (;;) {

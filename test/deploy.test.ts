@@ -267,7 +267,9 @@ async function startReplicas(
       GATEHOUSE_ADMIN_TOKEN: ADMIN_TOKEN,
       ...env,
     });
-    t.teardown(() => replica.stop("SIGTERM"));
+    // Killed: the drain is shutdown.test.ts's subject, and the Kubernetes config's 5 s
+    // shutdown.delay would only make every test here wait for it.
+    t.teardown(() => replica.stop("SIGKILL"));
     replicas.push(replica);
   }
   return replicas;

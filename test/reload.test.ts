@@ -12,6 +12,7 @@ import { join } from "node:path";
 import { exportPKCS8, generateKeyPair } from "jose";
 import { pino } from "pino";
 import t from "tap";
+import { loadSnapshot } from "../src/config/snapshot.js";
 import { startGatehouse, type Gatehouse } from "../src/server.js";
 import { startCli } from "./helpers/cli.js";
 import { eventually, send } from "./helpers/client.js";
@@ -426,6 +427,9 @@ t.test("a large file is parsed off the main thread with the same result and erro
   t.equal(await gh.gatehouse.reload("test"), "success");
   t.equal(gh.gatehouse.config().routes.routes.length, 2001);
   t.equal(await status(`${gh.url}/v1/many/1999`), 200);
+  // The worker sends the routes back in slices of JSON text: they arrive whole and in order.
+  const read = await loadSnapshot(gh.configPath, { env: process.env });
+  t.strictSame(gh.gatehouse.config().file, read.file, "what a start reads, route for route");
 
   const hash = gh.gatehouse.config().hash;
   await gh.writeConfig(config(["/v1/a", ...many, "/v1/../bad"], "unknown_key: 1\n"));

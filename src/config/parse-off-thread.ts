@@ -3,11 +3,13 @@
  * parse-worker), a small one at once, since starting a worker costs more than parsing it.
  */
 import { extname } from "node:path";
+import { setImmediate as nextTurn } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import { Worker } from "node:worker_threads";
 import type { Surroundings } from "./environment.js";
 import { ConfigError, parseConfigText, type ConfigProblem, type ParsedConfig } from "./load.js";
-import type { ParseRequest } from "./parse-worker.js";
+import type { ParseReply, ParseRequest } from "./parse-worker.js";
+import type { RouteConfig } from "./schema.js";
 
 // The worker is this module's sibling, compiled or not alike (tests run the sources).
 const WORKER = new URL(`./parse-worker${extname(fileURLToPath(import.meta.url))}`, import.meta.url);
@@ -27,7 +29,17 @@ export async function parseForReload(
   return parseOffThread(text, name, around);
 }
 
-type ParseReply = { parsed: ParsedConfig } | { problems: ConfigProblem[] };
+type WorkerMessage = { parsed: ParseReply } | { problems: ConfigProblem[] };
+
+// The parsed file from the worker's reply, its routes read a slice per turn of the event loop.
+async function assembled({ file, routes: slices, text }: ParseReply): Promise<ParsedConfig> {
+  const routes: RouteConfig[] = [];
+  for (const slice of slices) {
+    routes.push(...(JSON.parse(slice) as RouteConfig[]));
+    await nextTurn();
+  }
+  return { file: { ...file, routes }, text };
+}
 
 /** Parses `text` off the main thread; throws ConfigError as parsing on it would. */
 function parseOffThread(text: string, name: string, around: Surroundings): Promise<ParsedConfig> {
@@ -38,12 +50,12 @@ function parseOffThread(text: string, name: string, around: Surroundings): Promi
   };
   return new Promise((resolve, reject) => {
     const worker = new Worker(WORKER, { workerData: request });
-    let reply: ParseReply | undefined;
-    worker.once("message", (message: ParseReply) => (reply = message));
+    let reply: WorkerMessage | undefined;
+    worker.once("message", (message: WorkerMessage) => (reply = message));
     worker.once("error", reject);
     worker.once("exit", (code) => {
       if (reply === undefined) reject(new Error(`the config parser exited with ${code}`));
-      else if ("parsed" in reply) resolve(reply.parsed);
+      else if ("parsed" in reply) resolve(assembled(reply.parsed));
       else reject(new ConfigError(name, reply.problems));
     });
   });

@@ -6,6 +6,7 @@
 import { parentPort, workerData } from "node:worker_threads";
 import { ConfigError, parseConfigText } from "./load.js";
 import type { Surroundings } from "./environment.js";
+import type { FileConfig } from "./schema.js";
 
 /** What the worker is given. */
 export interface ParseRequest {
@@ -14,9 +15,29 @@ export interface ParseRequest {
   readonly around: Surroundings;
 }
 
+/**
+ * A parsed file as it crosses back: the routes as JSON text, a slice of them per string. A
+ * message is read on the receiving thread in one go, and 10,000 routes as objects took it some
+ * 20 ms; the slices are parsed there one turn of its event loop at a time.
+ */
+export interface ParseReply {
+  readonly file: Omit<FileConfig, "routes">;
+  readonly routes: readonly string[];
+  readonly text: string;
+}
+
+const ROUTES_PER_SLICE = 500;
+
 const { text, name, around } = workerData as ParseRequest;
 try {
-  parentPort?.postMessage({ parsed: parseConfigText(text, name, around) });
+  const parsed = parseConfigText(text, name, around);
+  const { routes, ...file } = parsed.file;
+  const slices: string[] = [];
+  for (let start = 0; start < routes.length; start += ROUTES_PER_SLICE) {
+    slices.push(JSON.stringify(routes.slice(start, start + ROUTES_PER_SLICE)));
+  }
+  const reply: ParseReply = { file, routes: slices, text: parsed.text };
+  parentPort?.postMessage({ parsed: reply });
 } catch (error) {
   if (!(error instanceof ConfigError)) throw error;
   parentPort?.postMessage({ problems: error.problems });

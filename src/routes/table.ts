@@ -1,4 +1,5 @@
 /** The route allowlist, compiled once per config snapshot. */
+import { setImmediate as nextTurn } from "node:timers/promises";
 import type { RouteConfig } from "../config/schema.js";
 import { canonicalTarget } from "../http/path.js";
 
@@ -138,9 +139,34 @@ function compileEntry(entry: RouteConfig): CompiledRoute {
 // Routes compiled between two turns of the event loop when a reload builds a large table.
 const SLICE = 500;
 
+/**
+ * A table built one route at a time, in the file's order. Most requests ask for a literal path: a
+ * route that is the first to match its own path is found by that path at once. Other requests,
+ * and other methods, scan the table in order.
+ */
+function tableBuilder(): { add(entry: RouteConfig): void; table(): RouteTable } {
+  const routes: Route[] = [];
+  const found: RouteMatch[] = [];
+  const firstByPath = new Map<string, number>();
+  const earlier = patternNode();
+  return {
+    add(entry) {
+      const { route, segments: own } = compileEntry(entry);
+      const literal = !own.some((segment) => segment === "*" || segment === "**");
+      if (literal && !matchesPattern(earlier, own, 0)) firstByPath.set(own.join(""), routes.length);
+      addPattern(earlier, own);
+      routes.push(route);
+      found.push(Object.freeze({ kind: "route", route }));
+    },
+    table: () => tableOf(routes, found, firstByPath),
+  };
+}
+
 /** Builds the table from validated route entries. */
 export function compileRoutes(entries: readonly RouteConfig[]): RouteTable {
-  return tableOf(entries.map(compileEntry));
+  const builder = tableBuilder();
+  for (const entry of entries) builder.add(entry);
+  return builder.table();
 }
 
 /**
@@ -148,28 +174,19 @@ export function compileRoutes(entries: readonly RouteConfig[]): RouteTable {
  * that a reload of a large file does not hold requests in flight meanwhile.
  */
 export async function compileRoutesInSlices(entries: readonly RouteConfig[]): Promise<RouteTable> {
-  const compiled: CompiledRoute[] = [];
+  const builder = tableBuilder();
   for (let start = 0; start < entries.length; start += SLICE) {
-    for (const entry of entries.slice(start, start + SLICE)) compiled.push(compileEntry(entry));
-    await new Promise((resume) => setImmediate(resume));
+    for (const entry of entries.slice(start, start + SLICE)) builder.add(entry);
+    await nextTurn();
   }
-  return tableOf(compiled);
+  return builder.table();
 }
 
-function tableOf(compiled: readonly CompiledRoute[]): RouteTable {
-  const routes = compiled.map(({ route }) => route);
-  const found = routes.map((route): RouteMatch => Object.freeze({ kind: "route", route }));
-  // Most requests ask for a literal path: a route that is the first to match its own path is
-  // found by that path at once. Other requests, and other methods, scan the table in order.
-  const firstByPath = new Map<string, number>();
-  const earlier = patternNode();
-  for (const [index, { segments: own }] of compiled.entries()) {
-    const literal = !own.some((segment) => segment === "*" || segment === "**");
-    if (literal && !matchesPattern(earlier, own, 0)) {
-      firstByPath.set(own.join(""), index);
-    }
-    addPattern(earlier, own);
-  }
+function tableOf(
+  routes: readonly Route[],
+  found: readonly RouteMatch[],
+  firstByPath: ReadonlyMap<string, number>,
+): RouteTable {
   return Object.freeze({
     routes: Object.freeze(routes),
     match(method: string, path: string): RouteMatch {

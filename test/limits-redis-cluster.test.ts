@@ -2,11 +2,14 @@
 // through the Cluster, a slot moved to another primary (MOVED), and a primary restarted.
 import { randomBytes } from "node:crypto";
 import t, { type Test } from "tap";
-import { eventually } from "./helpers/client.js";
+import { generateKeyPem } from "../src/tokens/keys.js";
+import { revokeWithSecret } from "./helpers/assertions.js";
+import { eventually, send } from "./helpers/client.js";
 import { configFor, startTestGatehouse, type TestGatehouse } from "./helpers/gatehouse.js";
 import { connected, get, readiness } from "./helpers/redis-gatehouse.js";
 import { startTestCluster } from "./helpers/redis-topologies.js";
 import { scriptPipes } from "./helpers/redis.js";
+import { clientsYaml, obtainToken } from "./helpers/tokens.js";
 import { startUpstream } from "./helpers/upstream.js";
 
 const upstream = await startUpstream();
@@ -124,3 +127,27 @@ t.test("a primary restarted: not ready while it is down, counting on it after", 
     [(counter as { port: number }).port],
   );
 });
+
+t.test(
+  "a revocation on the Cluster: both of its sets share one slot, and both replicas deny",
+  async (t) => {
+    const app = { id: "reporting-app", secret: "a3f1c9d2e8b7a6f5c4d3e2f1a0b9c8d7" };
+    const yaml = config(newPrefix(), 1000).replace(
+      "routes:\n",
+      `tokens:\n  signing: { key_file: ./signing.pem }\n${await clientsYaml([app])}routes:\n  - path: /v1/items\n    methods: [GET]\n`,
+    );
+    const key = await generateKeyPem("EdDSA");
+    const a = await startTestGatehouse(yaml, { files: { "signing.pem": key } });
+    t.teardown(() => a.close());
+    const b = await startTestGatehouse(yaml, { files: { "signing.pem": key } });
+    t.teardown(() => b.close());
+    t.ok((await connected(a)) && (await connected(b)), "connected to the Cluster");
+    const token = await obtainToken(a.url, app);
+    const call = (g: TestGatehouse) =>
+      send(`${g.url}/v1/items`, { headers: { authorization: `Bearer ${token}` } });
+    t.equal((await call(b)).status, 200);
+    t.equal((await revokeWithSecret(a.url, app, token)).status, 200);
+    t.equal((await call(a)).status, 401, "the revoking replica denies it at once");
+    t.ok(await eventually(async () => (await call(b)).status === 401), "the other within a second");
+  },
+);

@@ -4,6 +4,7 @@
  * revocation endpoint and the revoked-token lookup follow `on_outage`.
  */
 import { randomBytes } from "node:crypto";
+import { Redis } from "ioredis";
 import t, { type Test } from "tap";
 import { eventually, send } from "./helpers/client.js";
 import { configFor, startTestGatehouse, type TestGatehouse } from "./helpers/gatehouse.js";
@@ -21,6 +22,7 @@ import {
   revokeWithSecret,
 } from "./helpers/assertions.js";
 import { generateKeyPem } from "../src/tokens/keys.js";
+import { MAX_REVOCATIONS_PER_CLIENT } from "../src/tokens/marks.js";
 
 const APP = { id: "reporting-app", secret: "a3f1c9d2e8b7a6f5c4d3e2f1a0b9c8d7" };
 const batch = await keyClient("batch-job", "ES256");
@@ -91,6 +93,41 @@ t.test("two replicas on one Redis", async (t) => {
     t.equal(refused.headers["www-authenticate"], 'Bearer realm="gatehouse", error="invalid_token"');
     t.equal((await call(b, kept)).status, 200, "another token of the client is left alone");
   });
+});
+
+t.test("a client that holds its most revoked tokens in Redis is refused another", async (t) => {
+  const redis = await startTestRedis();
+  t.teardown(() => redis.close());
+  const shared = prefix();
+  const g = await replica(t, redis, shared, "closed");
+  const direct = new Redis(redis.url);
+  t.teardown(() => direct.quit());
+  // The client's revoked ids, as MAX_REVOCATIONS_PER_CLIENT revocations still in force leave them.
+  const held = `${shared}{revoked}:client:${APP.id}`;
+  const inForce = now() + 3_600_000;
+  await direct.zadd(
+    held,
+    ...Array.from({ length: MAX_REVOCATIONS_PER_CLIENT }, (_, i) => [inForce, `held-${i}`]).flat(),
+  );
+  const token = await obtainToken(g.url, APP);
+
+  const refused = await revokeWithSecret(g.url, APP, token);
+  t.equal(refused.status, 503, "RFC 7009: the token is not revoked, and the client may retry");
+  t.equal(refused.json.error, "temporarily_unavailable");
+  t.match(refused.json.error_description, `holds ${MAX_REVOCATIONS_PER_CLIENT} revoked tokens`);
+  t.equal((await call(g, token)).status, 200, "the token stays good");
+
+  // One of them ends: its place is free, and the ended id is dropped as the new one is added.
+  await direct.zadd(held, now() - 1, "held-0");
+  t.equal((await revokeWithSecret(g.url, APP, token)).status, 200);
+  t.equal((await call(g, token)).status, 401, "revoked");
+  t.equal(await direct.zcard(held), MAX_REVOCATIONS_PER_CLIENT);
+  t.equal(await direct.zscore(held, "held-0"), null);
+  t.equal(
+    (await revokeWithSecret(g.url, APP, token)).status,
+    200,
+    "revoking it again is no new id",
+  );
 });
 
 /** A replica whose Redis is killed once a token is issued and used and another revoked. */

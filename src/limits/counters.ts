@@ -89,8 +89,17 @@ export interface CounterStore {
 export interface SharedMarks {
   /** Marks `id` for `subject` until `untilMs` unless it is marked already; true when marked now. */
   markOnce(subject: string, id: string, untilMs: number, nowMs: number): Promise<boolean>;
-  /** Adds `id` to the revoked ids until `untilMs`. */
-  revoke(id: string, untilMs: number, nowMs: number): Promise<void>;
+  /**
+   * Adds `id`, revoked by `subject`, to the revoked ids until `untilMs`, unless `subject` already
+   * holds `most` revoked ids still in force; true when added (or already there).
+   */
+  revoke(
+    subject: string,
+    id: string,
+    untilMs: number,
+    nowMs: number,
+    most: number,
+  ): Promise<boolean>;
   /** Every revoked id whose end is after `nowMs`, with its end (epoch ms). */
   revoked(nowMs: number): Promise<ReadonlyMap<string, number>>;
 }

@@ -62,12 +62,18 @@ end
 return out
 `;
 
-// KEYS[1]: the revoked ids, a sorted set scored by each id's end. ARGV: now, the end, the id.
-// Ended ids are dropped as a new one is added, so the set holds only ids still in force, and
-// Redis deletes it once it is empty.
+// KEYS[1]: the revoked ids, a sorted set scored by each id's end; KEYS[2]: the same for the ids
+// one client revoked. ARGV: now, the end, the id, the most a client may hold. Ended ids are dropped
+// as a new one is added, so the sets hold only ids still in force, and Redis deletes a set once it
+// is empty. A client at its most is refused (0) unless the id is one it holds already.
 const REVOKE_SCRIPT = `
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[1])
+if not redis.call('ZSCORE', KEYS[2], ARGV[3]) and redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[4]) then
+  return 0
+end
 redis.call('ZADD', KEYS[1], 'GT', ARGV[2], ARGV[3])
+redis.call('ZADD', KEYS[2], 'GT', ARGV[2], ARGV[3])
 return 1
 `;
 
@@ -90,9 +96,12 @@ function sharedMarks(connection: RedisConnection, prefix: string, metrics: Metri
       const ttl = Math.max(1, untilMs - nowMs);
       return (await client.set(key, "1", "PX", ttl, "NX")) === "OK";
     },
-    async revoke(id, untilMs, nowMs) {
+    async revoke(subject, id, untilMs, nowMs, most) {
       reachable();
-      await client.eval(REVOKE_SCRIPT, 1, revokedKey, nowMs, untilMs, id);
+      // Under the {revoked} hash tag with the set of all, so one script on a Cluster sees both.
+      const ofSubject = `${prefix}{revoked}:${subject}`;
+      const args = [nowMs, untilMs, id, most];
+      return (await client.eval(REVOKE_SCRIPT, 2, revokedKey, ofSubject, ...args)) === 1;
     },
     async revoked(nowMs) {
       reachable();

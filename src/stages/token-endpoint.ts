@@ -14,7 +14,7 @@ import { issueToken } from "../tokens/issue.js";
 import { grantFor, type ClientGrants } from "../tokens/grants.js";
 import { queryHasCredentials } from "../tokens/request.js";
 import { createClientAuthenticator } from "../tokens/client-auth.js";
-import type { TokenMarks } from "../tokens/marks.js";
+import { MAX_REVOCATIONS_PER_CLIENT, type TokenMarks } from "../tokens/marks.js";
 import { createTokenVerifier } from "../tokens/verify.js";
 import {
   authenticateClient,
@@ -61,6 +61,13 @@ const UNSUPPORTED_GRANT = oauthError(
 );
 
 const REVOCATION_UNAVAILABLE = retryShortly("the revocation cannot be recorded now");
+// RFC 7009 §2.2.1: 503, the token stays valid; a revocation succeeds again once some of the
+// client's revoked tokens have expired.
+const REVOCATIONS_FULL = oauthError(
+  503,
+  "temporarily_unavailable",
+  `the client holds ${MAX_REVOCATIONS_PER_CLIENT} revoked tokens that have not expired; revoke again once some have`,
+);
 
 function declaredTooLarge(req: IncomingMessage): boolean {
   const length = req.headers["content-length"];
@@ -129,8 +136,14 @@ const serveRevocation = authenticated(revocationFields, async (endpoint, ctx, cl
     endpoint.verifier.cached(token, nowMs) ??
     (await endpoint.verifier.verify(token, nowMs).catch(() => undefined));
   if (verified === undefined || verified.clientId !== client.clientId) return REVOKED;
-  const revoked = await endpoint.marks.revoke(verified.jti, verified.untilMs, nowMs);
+  const revoked = await endpoint.marks.revoke(
+    verified.clientId,
+    verified.jti,
+    verified.untilMs,
+    nowMs,
+  );
   if (revoked === "unavailable") return REVOCATION_UNAVAILABLE;
+  if (revoked === "full") return REVOCATIONS_FULL;
   endpoint.services.log.info(
     { requestId: ctx.requestId, clientId: verified.clientId, jti: verified.jti },
     "access token revoked",

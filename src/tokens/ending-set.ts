@@ -10,8 +10,13 @@ import { createEndHeap } from "../limits/end-heap.js";
 export interface EndingSet {
   /** Whether `id` is held and has not ended at `nowMs`. */
   has(id: string, nowMs: number): boolean;
-  /** Holds `id` until `untilMs` (a later end wins over an earlier one). */
-  add(id: string, untilMs: number, nowMs: number): void;
+  /**
+   * Holds `id` until `untilMs` (a later end wins over an earlier one); true when `id` was not held
+   * before (an ended one not yet swept is still held).
+   */
+  add(id: string, untilMs: number, nowMs: number): boolean;
+  /** Gives back every id ended at `nowMs`. */
+  sweep(nowMs: number): void;
   /** Ids held, ended ones not yet swept included. */
   readonly size: number;
   /** Stops the background sweep. */
@@ -42,9 +47,8 @@ export function createEndingSet(
     held.delete(entry.id);
     ended(entry.id);
   };
-  const timer = clock.every(SWEEP_EVERY_MS, () =>
-    heap.takeEnded(now(), Number.POSITIVE_INFINITY, forget),
-  );
+  const sweep = (nowMs: number): void => heap.takeEnded(nowMs, Number.POSITIVE_INFINITY, forget);
+  const timer = clock.every(SWEEP_EVERY_MS, () => sweep(now()));
   return {
     has(id, nowMs) {
       const entry = held.get(id);
@@ -53,11 +57,13 @@ export function createEndingSet(
     add(id, untilMs, nowMs) {
       heap.takeEnded(nowMs, SWEEP_PER_ADD, forget);
       const entry = held.get(id);
-      if (entry !== undefined && entry.endsAt >= untilMs) return;
+      if (entry !== undefined && entry.endsAt >= untilMs) return false;
       const next: Held = { id, endsAt: untilMs };
       held.set(id, next);
       heap.push(next);
+      return entry === undefined;
     },
+    sweep,
     get size() {
       return held.size;
     },

@@ -27,32 +27,83 @@ export const REVOKED_COPY_MS = 1000;
  */
 export const MAX_ASSERTIONS_PER_CLIENT = 10_000;
 
-/** The process's own record, outliving reloads: used ids and revoked ids. */
-export interface LocalMarks {
-  readonly used: EndingSet;
-  /** Held assertion ids per client. */
-  readonly usedPerClient: Map<string, number>;
-  readonly revoked: EndingSet;
+/**
+ * Revoked ids held per client, at most: a client that revokes more of its tokens than this within
+ * their lifetime is refused new revocations (503) until some end. Every replica reads all revoked
+ * ids each second, so no client may grow that read without bound by minting and revoking.
+ */
+export const MAX_REVOCATIONS_PER_CLIENT = 10_000;
+
+/** Ids held per client until each one's end, at most `most` of them per client. */
+export interface HeldPerClient {
+  readonly most: number;
+  has(clientId: string, id: string, nowMs: number): boolean;
+  /**
+   * Holds `id` for `clientId` until `untilMs`; false, holding nothing, when the client already
+   * holds its most of other ids.
+   */
+  add(clientId: string, id: string, untilMs: number, nowMs: number): boolean;
   close(): void;
 }
 
-/** Creates the process's empty record, swept on `clock` at the time `now` reads. */
-export function createLocalMarks(now: () => number, clock: Clock): LocalMarks {
-  const usedPerClient = new Map<string, number>();
-  const used = createEndingSet(now, clock, (id) => {
-    const client = id.slice(0, id.indexOf(" "));
-    const held = (usedPerClient.get(client) ?? 1) - 1;
-    if (held === 0) usedPerClient.delete(client);
-    else usedPerClient.set(client, held);
+function createHeldPerClient(now: () => number, clock: Clock, most: number): HeldPerClient {
+  const perClient = new Map<string, number>();
+  // Keyed "client id": client ids hold no space.
+  const ids = createEndingSet(now, clock, (key) => {
+    const clientId = key.slice(0, key.indexOf(" "));
+    const held = (perClient.get(clientId) ?? 1) - 1;
+    if (held === 0) perClient.delete(clientId);
+    else perClient.set(clientId, held);
   });
+  return {
+    most,
+    has: (clientId, id, nowMs) => ids.has(`${clientId} ${id}`, nowMs),
+    add(clientId, id, untilMs, nowMs) {
+      const key = `${clientId} ${id}`;
+      const full = () => !ids.has(key, nowMs) && (perClient.get(clientId) ?? 0) >= most;
+      if (full()) {
+        // Ended ids count until they are swept: a full share is swept before it refuses.
+        ids.sweep(nowMs);
+        if (full()) return false;
+      }
+      if (ids.add(key, untilMs, nowMs)) perClient.set(clientId, (perClient.get(clientId) ?? 0) + 1);
+      return true;
+    },
+    close: () => ids.close(),
+  };
+}
+
+/** The process's own record, outliving reloads: used ids and revoked ids. */
+export interface LocalMarks {
+  /** Used assertion ids, per client. */
+  readonly used: HeldPerClient;
+  /** Revoked ids, as bearer enforcement asks: by id alone. */
+  readonly revoked: EndingSet;
+  /** The same revoked ids per client, which bounds how many each client holds. */
+  readonly revokedBy: HeldPerClient;
+  close(): void;
+}
+
+/**
+ * Creates the process's empty record, swept on `clock` at the time `now` reads, holding at most
+ * `most` ids per client of each kind (the Redis store holds the same).
+ */
+export function createLocalMarks(
+  now: () => number,
+  clock: Clock,
+  most = { assertions: MAX_ASSERTIONS_PER_CLIENT, revocations: MAX_REVOCATIONS_PER_CLIENT },
+): LocalMarks {
+  const used = createHeldPerClient(now, clock, most.assertions);
   const revoked = createEndingSet(now, clock);
+  const revokedBy = createHeldPerClient(now, clock, most.revocations);
   return {
     used,
-    usedPerClient,
     revoked,
+    revokedBy,
     close() {
       used.close();
       revoked.close();
+      revokedBy.close();
     },
   };
 }
@@ -60,12 +111,15 @@ export function createLocalMarks(now: () => number, clock: Clock): LocalMarks {
 /** What a first use of an assertion id found. */
 export type FirstUse = "first" | "replayed" | "full" | "unavailable";
 
+/** What a revocation did: "full" when the client holds its most revoked ids already. */
+export type Revocation = "revoked" | "full" | "unavailable";
+
 /** The jti records of one snapshot, over the store it counts in. */
 export interface TokenMarks {
   /** Records the first use of `jti` by `clientId` until `untilMs`. */
   firstUse(clientId: string, jti: string, untilMs: number, nowMs: number): Promise<FirstUse>;
-  /** Revokes `jti` until `untilMs`; "unavailable" under a Redis outage with `closed`. */
-  revoke(jti: string, untilMs: number, nowMs: number): Promise<"revoked" | "unavailable">;
+  /** Revokes `jti`, a token of `clientId`, until `untilMs`; "unavailable" under a Redis outage with `closed`. */
+  revoke(clientId: string, jti: string, untilMs: number, nowMs: number): Promise<Revocation>;
   /** Whether `jti` is revoked; "unavailable" under a Redis outage with `closed`. */
   isRevoked(jti: string, nowMs: number): boolean | Promise<boolean | "unavailable">;
 }
@@ -84,13 +138,21 @@ function localFirstUse(
   untilMs: number,
   nowMs: number,
 ): FirstUse {
-  const key = `${clientId} ${jti}`;
-  if (local.used.has(key, nowMs)) return "replayed";
-  const held = local.usedPerClient.get(clientId) ?? 0;
-  if (held >= MAX_ASSERTIONS_PER_CLIENT) return "full";
-  local.used.add(key, untilMs, nowMs);
-  local.usedPerClient.set(clientId, (local.usedPerClient.get(clientId) ?? 0) + 1);
-  return "first";
+  if (local.used.has(clientId, jti, nowMs)) return "replayed";
+  return local.used.add(clientId, jti, untilMs, nowMs) ? "first" : "full";
+}
+
+// The process's record of a revocation, refused when the client's share is full.
+function localRevoke(
+  local: LocalMarks,
+  clientId: string,
+  jti: string,
+  untilMs: number,
+  nowMs: number,
+): "revoked" | "full" {
+  if (!local.revokedBy.add(clientId, jti, untilMs, nowMs)) return "full";
+  local.revoked.add(jti, untilMs, nowMs);
+  return "revoked";
 }
 
 /**
@@ -107,10 +169,8 @@ export function createTokenMarks(
     return {
       firstUse: async (clientId, jti, untilMs, nowMs) =>
         localFirstUse(local, clientId, jti, untilMs, nowMs),
-      async revoke(jti, untilMs, nowMs) {
-        local.revoked.add(jti, untilMs, nowMs);
-        return "revoked";
-      },
+      revoke: async (clientId, jti, untilMs, nowMs) =>
+        localRevoke(local, clientId, jti, untilMs, nowMs),
       isRevoked: (jti, nowMs) => local.revoked.has(jti, nowMs),
     };
   }
@@ -147,18 +207,16 @@ export function createTokenMarks(
           orLocal(error, () => localFirstUse(local, clientId, jti, untilMs, nowMs)),
       );
     },
-    revoke(jti, untilMs, nowMs) {
-      return shared.revoke(jti, untilMs, nowMs).then(
-        () => {
+    revoke(clientId, jti, untilMs, nowMs) {
+      const subject = `client:${clientId}`;
+      return shared.revoke(subject, jti, untilMs, nowMs, local.revokedBy.most).then(
+        (added) => {
+          if (!added) return "full" as const;
           // This replica denies it at once; the others within a second.
           copy.set(jti, untilMs);
           return "revoked" as const;
         },
-        (error: unknown) =>
-          orLocal(error, () => {
-            local.revoked.add(jti, untilMs, nowMs);
-            return "revoked" as const;
-          }),
+        (error: unknown) => orLocal(error, () => localRevoke(local, clientId, jti, untilMs, nowMs)),
       );
     },
     isRevoked(jti, nowMs) {

@@ -200,13 +200,15 @@ export function createConfigStore<T extends { readonly config: Snapshot }>(
     const built = await build(options, current, trigger);
     if (!("next" in built)) return built.result;
     const { config, next } = built;
+    // Worked out before the swap (reloads run one at a time), so that the line saying the config
+    // was reloaded is written in the same turn as the swap.
+    const changed = await configChanges(current.config, config);
     const previous = current;
     current = next;
     metrics.configHash.reset();
     metrics.configHash.set({ hash: config.hash }, 1);
     metrics.configReloads.inc({ result: "success" });
     options.onSwap?.(previous, next);
-    const changed = await configChanges(previous.config, config);
     log.info({ trigger, hash: config.hash, changed }, "config reloaded");
     return "success";
   }

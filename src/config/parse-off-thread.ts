@@ -11,7 +11,8 @@ import { ConfigError, parseConfigText, type ConfigProblem, type ParsedConfig } f
 import type { ParseReply, ParseRequest } from "./parse-worker.js";
 import type { RouteConfig } from "./schema.js";
 
-// The worker is this module's sibling, compiled or not alike (tests run the sources).
+// The worker is this module's sibling, compiled or not alike (the sources run under a TypeScript
+// loader as well as built).
 const WORKER = new URL(`./parse-worker${extname(fileURLToPath(import.meta.url))}`, import.meta.url);
 
 // Parsing runs at about 1 µs per byte once warm (the YAML parser dominates), twice that on a

@@ -421,15 +421,22 @@ t.test(
 t.test("a large file is parsed off the main thread with the same result and errors", async (t) => {
   // 2,000 routes are well over the size parsed at once: the reload goes through the worker.
   const many = Array.from({ length: 2000 }, (_, i) => `/v1/many/${i}`);
-  const gh = await startTestGatehouse(config(["/v1/a"]));
+  const env = { ...process.env, SHORT_CLIENT_SECRET: "x".repeat(31) };
+  const gh = await startTestGatehouse(config(["/v1/a"]), { env });
   t.teardown(() => gh.close());
-  await gh.writeConfig(config(["/v1/a", ...many]));
+  // With a warning, which the worker places in the file as it reads it.
+  const client = "clients:\n  - id: short\n    secret_env: SHORT_CLIENT_SECRET\n";
+  const text = config(["/v1/a", ...many], client);
+  await gh.writeConfig(text);
   t.equal(await gh.gatehouse.reload("test"), "success");
   t.equal(gh.gatehouse.config().routes.routes.length, 2001);
   t.equal(await status(`${gh.url}/v1/many/1999`), 200);
   // The worker sends the routes back in slices of JSON text: they arrive whole and in order.
-  const read = await loadSnapshot(gh.configPath, { env: process.env });
+  const read = await loadSnapshot(gh.configPath, { env });
   t.strictSame(gh.gatehouse.config().file, read.file, "what a start reads, route for route");
+  t.strictSame(gh.gatehouse.config().warnings, read.warnings, "and its warning, at its line");
+  const line = text.split("\n").findIndex((l) => l.includes("secret_env")) + 1;
+  t.match(read.warnings, [{ line, col: 17, message: /^clients\[0\]\.secret_env: names/ }]);
 
   const hash = gh.gatehouse.config().hash;
   await gh.writeConfig(config(["/v1/a", ...many, "/v1/../bad"], "unknown_key: 1\n"));

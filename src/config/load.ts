@@ -19,6 +19,7 @@ import { z } from "zod";
 import { environmentProblems, type Surroundings } from "./environment.js";
 import { where } from "./key-path.js";
 import { FileSchema, type FileConfig } from "./schema.js";
+import { configWarnings } from "./warnings.js";
 
 /** One problem in the configuration file, at a line and column (both from 1). */
 export interface ConfigProblem {
@@ -53,17 +54,42 @@ export type Position = { line: number; col: number };
 export interface ParsedConfig {
   readonly file: FileConfig;
   readonly text: string;
+  /**
+   * The file's warnings (warnings.ts), located while its document was at hand: a reload that read
+   * a large file on a worker thread would otherwise read it again on the main one to place them.
+   */
+  readonly warnings: readonly ConfigProblem[];
 }
 
 // The document a file was read into on this thread, kept for locating what building the snapshot
 // finds; a file read on another thread is read again here, once, if a problem must be located.
 const documents = new WeakMap<ParsedConfig, Document>();
 
-/** Where `path` is in a parsed file. */
-export function locate(parsed: ParsedConfig, path: readonly PropertyKey[]): Position {
+/**
+ * Problems that building `parsed` found at data paths (an unset secret, an unreadable key file),
+ * located in its text; a file read on another thread is read again here, once.
+ */
+export function locateProblems(
+  parsed: ParsedConfig,
+  problems: readonly { readonly path: readonly PropertyKey[]; readonly message: string }[],
+): ConfigProblem[] {
   let doc = documents.get(parsed);
   if (doc === undefined) documents.set(parsed, (doc = readDocument(parsed.text)));
-  return positions(parsed.text)(offsetOf(doc, path));
+  return located(parsed.text, doc, problems);
+}
+
+// Problems about data paths, given the lines and columns of those paths in `text`.
+function located(
+  text: string,
+  doc: Document,
+  problems: ReadonlyArray<{ readonly path: readonly PropertyKey[]; readonly message: string }>,
+): ConfigProblem[] {
+  if (problems.length === 0) return [];
+  const at = positions(text);
+  return problems.map(({ path, message }) => ({
+    ...at(offsetOf(doc, path)),
+    message: `${where(path)}: ${message}`,
+  }));
 }
 
 function readDocument(text: string): Document {
@@ -104,7 +130,8 @@ export function parseConfigText(text: string, name: string, around?: Surrounding
   }
   const result = FileSchema.safeParse(data, { reportInput: true });
   if (result.success && found.length === 0) {
-    const parsed = { file: result.data, text };
+    const warnings = located(text, doc, configWarnings(result.data, around?.env ?? {}));
+    const parsed = { file: result.data, text, warnings };
     documents.set(parsed, doc);
     return parsed;
   }

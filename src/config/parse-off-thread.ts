@@ -33,13 +33,13 @@ export async function parseForReload(
 type WorkerMessage = { parsed: ParseReply } | { problems: ConfigProblem[] };
 
 // The parsed file from the worker's reply, its routes read a slice per turn of the event loop.
-async function assembled({ file, routes: slices, text }: ParseReply): Promise<ParsedConfig> {
+async function assembled({ file, routes: slices, ...rest }: ParseReply): Promise<ParsedConfig> {
   const routes: RouteConfig[] = [];
   for (const slice of slices) {
     routes.push(...(JSON.parse(slice) as RouteConfig[]));
     await nextTurn();
   }
-  return { file: { ...file, routes }, text };
+  return { ...rest, file: { ...file, routes } };
 }
 
 /** Parses `text` off the main thread; throws ConfigError as parsing on it would. */

@@ -4,7 +4,7 @@
  * exits; the problems of a refused file come back as plain data.
  */
 import { parentPort, workerData } from "node:worker_threads";
-import { ConfigError, parseConfigText } from "./load.js";
+import { ConfigError, parseConfigText, type ParsedConfig } from "./load.js";
 import type { Surroundings } from "./environment.js";
 import type { FileConfig } from "./schema.js";
 
@@ -20,10 +20,9 @@ export interface ParseRequest {
  * message is read on the receiving thread in one go, and 10,000 routes as objects took it some
  * 20 ms; the slices are parsed there one turn of its event loop at a time.
  */
-export interface ParseReply {
+export interface ParseReply extends Omit<ParsedConfig, "file"> {
   readonly file: Omit<FileConfig, "routes">;
   readonly routes: readonly string[];
-  readonly text: string;
 }
 
 const ROUTES_PER_SLICE = 500;
@@ -36,7 +35,7 @@ try {
   for (let start = 0; start < routes.length; start += ROUTES_PER_SLICE) {
     slices.push(JSON.stringify(routes.slice(start, start + ROUTES_PER_SLICE)));
   }
-  const reply: ParseReply = { file, routes: slices, text: parsed.text };
+  const reply: ParseReply = { file, routes: slices, text: parsed.text, warnings: parsed.warnings };
   parentPort?.postMessage({ parsed: reply });
 } catch (error) {
   if (!(error instanceof ConfigError)) throw error;

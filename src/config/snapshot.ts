@@ -8,14 +8,13 @@ import { createHash } from "node:crypto";
 import { dirname, resolve } from "node:path";
 import {
   ConfigError,
-  locate,
+  locateProblems,
   parseConfigText,
   readConfigText,
   type ConfigProblem,
   type ParsedConfig,
 } from "./load.js";
 import { addressSet, type AddressSet } from "../http/address-set.js";
-import { where } from "./key-path.js";
 import { durationMs } from "./duration.js";
 import { reported, unsetVariable, type Surroundings } from "./environment.js";
 import type { FileConfig } from "./schema.js";
@@ -25,7 +24,6 @@ import { compileLanguages, type LanguageSettings } from "../language/table.js";
 import { createEphemeralKeys, type EphemeralKeys, type KeyRing } from "../tokens/keys.js";
 import { createPlainSecrets, type PlainSecrets } from "../tokens/secrets.js";
 import { compileTokens, type TokenSettings } from "../tokens/settings.js";
-import { configWarnings } from "./warnings.js";
 import { compileRedis } from "./redis.js";
 import { tracesUrl, type TracingSettings } from "../tracing/settings.js";
 
@@ -154,14 +152,11 @@ export async function buildSnapshot(
     },
     adminToken: adminToken(file.admin_token_env, options.env, found),
     adminHosts: file.admin_hosts.map((name) => name.toLowerCase()),
-    warnings: configWarnings(file, options.env).map((warning) => locateProblem(parsed, warning)),
+    warnings: parsed.warnings,
   };
   const problems = reported(found, options);
   if (problems.length > 0) {
-    throw new ConfigError(
-      options.source,
-      problems.map((p) => locateProblem(parsed, p)),
-    );
+    throw new ConfigError(options.source, locateProblems(parsed, problems));
   }
   return deepFreeze(snapshot);
 }
@@ -191,10 +186,6 @@ function identity(text: string, keys: KeyRing): string {
   const hash = createHash("sha256").update(text);
   for (const kid of [keys.current.kid, ...[...keys.byKid.keys()].sort()]) hash.update(`\n${kid}`);
   return hash.digest("hex");
-}
-
-function locateProblem(parsed: ParsedConfig, problem: BuildProblem): ConfigProblem {
-  return { ...locate(parsed, problem.path), message: `${where(problem.path)}: ${problem.message}` };
 }
 
 async function parseInline(

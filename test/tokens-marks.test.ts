@@ -26,14 +26,14 @@ t.test("revocations: at most so many per client, each place given back when it e
   t.equal(await marks.revoke("app", "b", now() + 2 * HOUR, now()), "revoked");
   t.equal(await marks.revoke("app", "c", now() + 2 * HOUR, now()), "revoked");
   t.equal(await marks.revoke("app", "d", now() + 2 * HOUR, now()), "full", "a fourth is refused");
-  t.equal(marks.isRevoked("d", now()), false, "and the token stays good");
+  t.equal(marks.isRevoked("app", "d", now()), false, "and the token stays good");
   t.equal(await marks.revoke("app", "a", now() + HOUR, now()), "revoked", "one it holds again");
   t.equal(await marks.revoke("other", "x", now() + HOUR, now()), "revoked", "another client");
 
   clock.advance(HOUR);
-  t.equal(marks.isRevoked("a", now()), false, "a's token has expired");
+  t.equal(marks.isRevoked("app", "a", now()), false, "a's token has expired");
   t.equal(await marks.revoke("app", "d", now() + HOUR, now()), "revoked", "a's place is free");
-  t.equal(marks.isRevoked("d", now()), true);
+  t.equal(marks.isRevoked("app", "d", now()), true);
   t.equal(await marks.revoke("app", "e", now() + HOUR, now()), "full");
 });
 

@@ -19,6 +19,7 @@ import { z } from "zod";
 import { environmentProblems, type Surroundings } from "./environment.js";
 import { where } from "./key-path.js";
 import { FileSchema, type FileConfig } from "./schema.js";
+import type { BuildProblem } from "./problem.js";
 import { configWarnings } from "./warnings.js";
 
 /** One problem in the configuration file, at a line and column (both from 1). */
@@ -71,7 +72,7 @@ const documents = new WeakMap<ParsedConfig, Document>();
  */
 export function locateProblems(
   parsed: ParsedConfig,
-  problems: readonly { readonly path: readonly PropertyKey[]; readonly message: string }[],
+  problems: readonly BuildProblem[],
 ): ConfigProblem[] {
   let doc = documents.get(parsed);
   if (doc === undefined) documents.set(parsed, (doc = readDocument(parsed.text)));
@@ -79,11 +80,7 @@ export function locateProblems(
 }
 
 // Problems about data paths, given the lines and columns of those paths in `text`.
-function located(
-  text: string,
-  doc: Document,
-  problems: ReadonlyArray<{ readonly path: readonly PropertyKey[]; readonly message: string }>,
-): ConfigProblem[] {
+function located(text: string, doc: Document, problems: readonly BuildProblem[]): ConfigProblem[] {
   if (problems.length === 0) return [];
   const at = positions(text);
   return problems.map(({ path, message }) => ({

@@ -140,7 +140,7 @@ export function createAuthenticateStage(
   ): Reply | undefined | Promise<Reply | undefined> => {
     // A token outlives a config change; its client must still be listed.
     if (!clients.has(token.clientId)) return refuse("bearer_client_removed", CLIENT_GONE);
-    const revoked = marks.isRevoked(token.jti, nowMs);
+    const revoked = marks.isRevoked(token.clientId, token.jti, nowMs);
     return revoked instanceof Promise
       ? revoked.then((settled) => admit(ctx, token, settled))
       : admit(ctx, token, revoked);

@@ -14,7 +14,7 @@
 import type { Clock } from "../clock.js";
 import type { SharedMarks } from "../limits/counters.js";
 import type { Outage } from "../limits/outage.js";
-import { createEndingSet, type EndingSet } from "./ending-set.js";
+import { createEndingSet } from "./ending-set.js";
 
 /** A Redis copy of the revoked ids is used for at most this long. */
 export const REVOKED_COPY_MS = 1000;
@@ -77,10 +77,8 @@ function createHeldPerClient(now: () => number, clock: Clock, most: number): Hel
 export interface LocalMarks {
   /** Used assertion ids, per client. */
   readonly used: HeldPerClient;
-  /** Revoked ids, as bearer enforcement asks: by id alone. */
-  readonly revoked: EndingSet;
-  /** The same revoked ids per client, which bounds how many each client holds. */
-  readonly revokedBy: HeldPerClient;
+  /** Revoked access-token ids, per client (a token's client is its `sub`). */
+  readonly revoked: HeldPerClient;
   close(): void;
 }
 
@@ -94,16 +92,13 @@ export function createLocalMarks(
   most = { assertions: MAX_ASSERTIONS_PER_CLIENT, revocations: MAX_REVOCATIONS_PER_CLIENT },
 ): LocalMarks {
   const used = createHeldPerClient(now, clock, most.assertions);
-  const revoked = createEndingSet(now, clock);
-  const revokedBy = createHeldPerClient(now, clock, most.revocations);
+  const revoked = createHeldPerClient(now, clock, most.revocations);
   return {
     used,
     revoked,
-    revokedBy,
     close() {
       used.close();
       revoked.close();
-      revokedBy.close();
     },
   };
 }
@@ -120,8 +115,12 @@ export interface TokenMarks {
   firstUse(clientId: string, jti: string, untilMs: number, nowMs: number): Promise<FirstUse>;
   /** Revokes `jti`, a token of `clientId`, until `untilMs`; "unavailable" under a Redis outage with `closed`. */
   revoke(clientId: string, jti: string, untilMs: number, nowMs: number): Promise<Revocation>;
-  /** Whether `jti` is revoked; "unavailable" under a Redis outage with `closed`. */
-  isRevoked(jti: string, nowMs: number): boolean | Promise<boolean | "unavailable">;
+  /** Whether `jti`, a token of `clientId`, is revoked; "unavailable" under a Redis outage with `closed`. */
+  isRevoked(
+    clientId: string,
+    jti: string,
+    nowMs: number,
+  ): boolean | Promise<boolean | "unavailable">;
 }
 
 /** What `TokenMarks` reports to. */
@@ -150,9 +149,7 @@ function localRevoke(
   untilMs: number,
   nowMs: number,
 ): "revoked" | "full" {
-  if (!local.revokedBy.add(clientId, jti, untilMs, nowMs)) return "full";
-  local.revoked.add(jti, untilMs, nowMs);
-  return "revoked";
+  return local.revoked.add(clientId, jti, untilMs, nowMs) ? "revoked" : "full";
 }
 
 /**
@@ -171,7 +168,7 @@ export function createTokenMarks(
         localFirstUse(local, clientId, jti, untilMs, nowMs),
       revoke: async (clientId, jti, untilMs, nowMs) =>
         localRevoke(local, clientId, jti, untilMs, nowMs),
-      isRevoked: (jti, nowMs) => local.revoked.has(jti, nowMs),
+      isRevoked: (clientId, jti, nowMs) => local.revoked.has(clientId, jti, nowMs),
     };
   }
   // The latest copy of Redis's revoked ids, and when it was asked for (epoch ms).
@@ -209,7 +206,7 @@ export function createTokenMarks(
     },
     revoke(clientId, jti, untilMs, nowMs) {
       const subject = `client:${clientId}`;
-      return shared.revoke(subject, jti, untilMs, nowMs, local.revokedBy.most).then(
+      return shared.revoke(subject, jti, untilMs, nowMs, local.revoked.most).then(
         (added) => {
           if (!added) return "full" as const;
           // This replica denies it at once; the others within a second.
@@ -219,8 +216,8 @@ export function createTokenMarks(
         (error: unknown) => orLocal(error, () => localRevoke(local, clientId, jti, untilMs, nowMs)),
       );
     },
-    isRevoked(jti, nowMs) {
-      if (local.revoked.has(jti, nowMs)) return true;
+    isRevoked(clientId, jti, nowMs) {
+      if (local.revoked.has(clientId, jti, nowMs)) return true;
       const age = nowMs - askedAt;
       if (age >= 0 && age < REVOKED_COPY_MS) return inCopy(jti, nowMs);
       return refresh(nowMs).then((fresh) => {

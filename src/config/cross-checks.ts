@@ -53,28 +53,42 @@ function ownPaths(file: Record<string, unknown>, ctx: Ctx): void {
 function clientReferences(file: Record<string, unknown>, ctx: Ctx): void {
   const ids = new Map<string, number>();
   const plans = isRecord(file.plans) ? file.plans : undefined;
+  const issuers = trustedIssuerNames(file);
+  const planNamed = (path: Path, plan: unknown): void => {
+    if (plans === undefined || typeof plan !== "string" || Object.hasOwn(plans, plan)) return;
+    const known = Object.keys(plans);
+    problem(ctx, path, `names no plan; known plans: ${known.length ? known.join(", ") : "(none)"}`);
+  };
   list(file.clients).forEach((client, index) => {
     if (!isRecord(client)) return;
+    const issuer = typeof client.issuer === "string" ? client.issuer : undefined;
+    if (issuer !== undefined && !issuers.includes(issuer)) {
+      problem(
+        ctx,
+        ["clients", index, "issuer"],
+        `names no trusted issuer; known: ${issuers.length ? issuers.join(", ") : "(none: add tokens.trusted_issuers)"}`,
+      );
+    }
     if (typeof client.id === "string") {
-      const folded = client.id.toLowerCase();
+      // Ids are unique per issuer: a provider's client may share an id with an own client.
+      const folded = `${issuer ?? ""} ${client.id.toLowerCase()}`;
       const first = ids.get(folded);
       if (first !== undefined)
         problem(ctx, ["clients", index, "id"], `is already used by clients[${first}]`);
       else ids.set(folded, index);
     }
-    if (
-      plans !== undefined &&
-      typeof client.plan === "string" &&
-      !Object.hasOwn(plans, client.plan)
-    ) {
-      const known = Object.keys(plans);
-      problem(
-        ctx,
-        ["clients", index, "plan"],
-        `names no plan; known plans: ${known.length ? known.join(", ") : "(none)"}`,
-      );
-    }
+    planNamed(["clients", index, "plan"], client.plan);
   });
+  list(isRecord(file.tokens) ? file.tokens.trusted_issuers : undefined).forEach((entry, index) => {
+    if (isRecord(entry)) planNamed(["tokens", "trusted_issuers", index, "plan"], entry.plan);
+  });
+}
+
+function trustedIssuerNames(file: Record<string, unknown>): string[] {
+  const tokens = isRecord(file.tokens) ? file.tokens : undefined;
+  return list(tokens?.trusted_issuers).flatMap((entry) =>
+    isRecord(entry) && typeof entry.name === "string" ? [entry.name] : [],
+  );
 }
 
 // Here rather than on the routes list, whose own checks the schema skips once any route has a

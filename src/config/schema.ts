@@ -25,6 +25,7 @@ import {
   oneRateForm,
 } from "./schema-checks.js";
 import { TracingSchema } from "./tracing-schema.js";
+import { TrustedIssuersSchema } from "./issuers-schema.js";
 import {
   cidr,
   duration,
@@ -69,6 +70,10 @@ const ClientSchema = z
       .describe(
         "A JWKS file of the client's public keys, for private_key_jwt (RFC 7523) instead of a secret.",
       ),
+    issuer: z
+      .string()
+      .optional()
+      .describe("The trusted_issuers name whose tokens this client presents (then no secret)."),
     plan: z
       .string()
       .optional()
@@ -162,6 +167,11 @@ export const FileSchema = z
         identity_header: headerName
           .default("X-Client-Id")
           .describe("Set to the authenticated client id; inbound copies are removed."),
+        issuer_header: optionalHeaderName
+          .default("X-Client-Issuer")
+          .describe(
+            'Set to the token\'s issuer name ("own" for gatehouse\'s); inbound copies are removed; "" for none.',
+          ),
         scopes_header: optionalHeaderName
           .default("X-Client-Scopes")
           .describe('Set to the token\'s granted scopes; inbound copies are removed; "" for none.'),
@@ -219,6 +229,7 @@ export const FileSchema = z
         revocation_path: ownPath
           .default("/oauth/revoke")
           .describe("The revocation endpoint's path (RFC 7009)."),
+        trusted_issuers: TrustedIssuersSchema,
         failure_limit: RateLimitSchema.prefault({ limit: 10, window: "1m" }).describe(
           "Failed client authentications and refused bearer tokens per client IP (never per client id).",
         ),

@@ -4,7 +4,14 @@ import type { FailureDecision, FailureLimiter } from "../limits/failures.js";
 import { tooManyRequests } from "../limits/headers.js";
 import { errorReply, type Reply, type RequestContext, type Stage } from "../core/context.js";
 import type { Services } from "../core/services.js";
-import { createTokenVerifier, TokenRejected, type VerifiedToken } from "../tokens/verify.js";
+import {
+  createTokenVerifier,
+  TokenRejected,
+  type KeySetFor,
+  type VerifiedToken,
+} from "../tokens/verify.js";
+import { KeysUnavailable } from "../tokens/provider-tokens.js";
+import { OWN_ISSUER_NAME } from "../config/issuers-schema.js";
 import type { TokenMarks } from "../tokens/marks.js";
 
 /** Longest bearer token read; a longer one is refused before any parsing. */
@@ -24,9 +31,11 @@ function invalidRequest(message: string): Reply {
   });
 }
 
-function invalidToken(message: string): Reply {
+function invalidToken(message: string, description?: string): Reply {
+  const challenge = 'Bearer realm="gatehouse", error="invalid_token"';
   return errorReply(401, "invalid_token", message, {
-    "www-authenticate": 'Bearer realm="gatehouse", error="invalid_token"',
+    "www-authenticate":
+      description === undefined ? challenge : `${challenge}, error_description="${description}"`,
   });
 }
 
@@ -41,6 +50,22 @@ const INVALID = invalidToken("the bearer token is not valid");
 const EXPIRED = invalidToken("the bearer token has expired");
 const CLIENT_GONE = invalidToken("the bearer token's client is no longer configured");
 const REVOKED = invalidToken("the bearer token has been revoked");
+// RFC 9449 §7.1, RFC 8705 §3: a bound token used as a bearer token; the description says why, so
+// the client's developer need not guess.
+const SENDER_CONSTRAINED = invalidToken(
+  "the bearer token is bound to a key (cnf); sender-constrained tokens are not supported",
+  "sender-constrained tokens are not supported",
+);
+// A provider's unknown `kid` while its keys cannot be fetched: the token may be good, so it must
+// not be thrown away as a 401 would make the client do.
+function keysUnavailable(error: KeysUnavailable): Reply {
+  return errorReply(
+    503,
+    "temporarily_unavailable",
+    `the keys of the token's issuer (${error.issuer}) cannot be fetched; retry after ${error.retryAfterSeconds} s`,
+    { "retry-after": String(error.retryAfterSeconds) },
+  );
+}
 const UNAVAILABLE = Symbol("unavailable");
 // The failure limiter's store is down under `on_outage: closed`: 503, never a 401 or 429, which
 // would blame the client (under `open` and `local` the limiter answers and nothing fails).
@@ -99,6 +124,24 @@ function bearerToken(ctx: RequestContext): string | Reply {
   return token;
 }
 
+// Refusals that never count against the address: an expired token was signed by its issuer (the
+// client is renewing, not forging); an unknown `kid` is what every good token has after a provider
+// rotates its keys; a provider's client that is not listed holds a genuine token.
+function uncounted(error: TokenRejected | KeysUnavailable): readonly [string, Reply] | undefined {
+  if (error instanceof KeysUnavailable) return ["bearer_keys_unavailable", keysUnavailable(error)];
+  if (error.reason === "expired") return ["bearer_expired", EXPIRED];
+  if (error.reason === "unknown_kid") return ["bearer_unknown_kid", INVALID];
+  if (error.reason === "unknown_client") return ["bearer_client_removed", CLIENT_GONE];
+  return undefined;
+}
+
+// A refusal that counts against the address: the token's reason for the metric, and the answer.
+function refusal(error: TokenRejected | KeysUnavailable): readonly [string, Reply] {
+  return error instanceof TokenRejected && error.reason === "sender_constrained"
+    ? ["bearer_sender_constrained", SENDER_CONSTRAINED]
+    : ["bearer_invalid", INVALID];
+}
+
 /**
  * Requires a valid access token on `auth: bearer` routes (RFC 6750) and records its client in
  * `ctx.clientId` and its scopes in `ctx.scopes`. A token verified before answers from the cache, without a signature check. A
@@ -111,9 +154,10 @@ export function createAuthenticateStage(
   failures: FailureLimiter,
   marks: TokenMarks,
   services: Services,
+  keySetFor: KeySetFor,
 ): Stage {
   const { metrics, now } = services;
-  const verifier = createTokenVerifier(settings);
+  const verifier = createTokenVerifier(settings, keySetFor);
   const clients = settings.clients.ids;
 
   const refuse = (reason: string, reply: Reply): Reply => {
@@ -129,6 +173,8 @@ export function createAuthenticateStage(
     if (revoked === "unavailable") return REVOCATIONS_UNAVAILABLE;
     if (revoked) return refuse("bearer_revoked", REVOKED);
     ctx.clientId = token.clientId;
+    ctx.issuer = token.issuer;
+    ctx.clientKey = token.clientKey;
     ctx.scopes = token.scopes;
     return undefined;
   };
@@ -138,6 +184,9 @@ export function createAuthenticateStage(
     token: VerifiedToken,
     nowMs: number,
   ): Reply | undefined | Promise<Reply | undefined> => {
+    // A provider's client was matched when its token was verified, by this snapshot's verifier;
+    // revoking it is the provider's (RFC 7009 §2.2), so gatehouse's denylist has nothing of it.
+    if (token.issuer !== OWN_ISSUER_NAME) return admit(ctx, token, false);
     // A token outlives a config change; its client must still be listed.
     if (!clients.has(token.clientId)) return refuse("bearer_client_removed", CLIENT_GONE);
     const revoked = marks.isRevoked(token.clientId, token.jti, nowMs);
@@ -164,12 +213,13 @@ export function createAuthenticateStage(
     try {
       verified = await verifier.verify(token, nowMs);
     } catch (error) {
-      if (!(error instanceof TokenRejected)) throw error;
-      // An expired token was signed by us: its client is renewing, not forging.
-      if (error.reason === "expired") return refuse("bearer_expired", EXPIRED);
+      if (!(error instanceof TokenRejected || error instanceof KeysUnavailable)) throw error;
+      const answer = uncounted(error);
+      if (answer !== undefined) return refuse(...answer);
       const counted = await limiterCall(ctx, failures.failed(ip));
-      return counted === UNAVAILABLE ? LIMITS_UNAVAILABLE : refuse("bearer_invalid", INVALID);
+      return counted === UNAVAILABLE ? LIMITS_UNAVAILABLE : refuse(...refusal(error));
     }
+    metrics.bearerTokensVerified.inc({ issuer: verified.issuer });
     return accept(ctx, verified, nowMs);
   }
 

@@ -3,6 +3,7 @@
  * and RFC 9728 protected resource metadata, built once per config from one list of members each.
  */
 import { clientAuthentication, type TokenSettings } from "./settings.js";
+import { secureUrl } from "../http/secure-url.js";
 
 /** The JWKS path (RFC 8615 well-known URI). */
 export const JWKS_PATH = "/.well-known/jwks.json";
@@ -68,27 +69,10 @@ function document(members: readonly Member[], source: Source) {
   return Object.freeze(body);
 }
 
-function loopback(hostname: string): boolean {
-  return (
-    hostname === "localhost" ||
-    hostname === "[::1]" ||
-    /^127\.[0-9]+\.[0-9]+\.[0-9]+$/.test(hostname)
-  );
-}
-
-// RFC 8414 §2: the issuer is an https URL without query or fragment; http is taken on a loopback
-// host, where no one else can answer for it.
-function issuerUrl(issuer: string): URL | undefined {
-  if (!URL.canParse(issuer) || /[?#]/.test(issuer)) return undefined;
-  const url = new URL(issuer);
-  if (url.username !== "" || url.password !== "") return undefined;
-  if (url.protocol === "https:") return url;
-  return url.protocol === "http:" && loopback(url.hostname) ? url : undefined;
-}
-
 /** The metadata for `settings`, or undefined when the issuer is not a URL it can be served for. */
 export function metadataOf(settings: TokenSettings): Metadata | undefined {
-  const issuer = issuerUrl(settings.issuer);
+  // RFC 8414 §2: the issuer is an https URL without query or fragment.
+  const issuer = secureUrl(settings.issuer);
   if (issuer === undefined) return undefined;
   // RFC 8414 §3.1: a terminating "/" is removed from the issuer's path before it is appended.
   const path = issuer.pathname.replace(/\/$/, "");

@@ -9,5 +9,7 @@ export interface UpstreamSettings {
   readonly identityHeader: string;
   /** Lower-case name of the header carrying the granted scopes; "" for none. */
   readonly scopesHeader: string;
+  /** Lower-case name of the header carrying the token's issuer name; "" for none. */
+  readonly issuerHeader: string;
   readonly forwardAuthorization: boolean;
 }

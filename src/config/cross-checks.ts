@@ -79,16 +79,44 @@ function clientReferences(file: Record<string, unknown>, ctx: Ctx): void {
     }
     planNamed(["clients", index, "plan"], client.plan);
   });
-  list(isRecord(file.tokens) ? file.tokens.trusted_issuers : undefined).forEach((entry, index) => {
+  trustedIssuers(file).forEach((entry, index) => {
     if (isRecord(entry)) planNamed(["tokens", "trusted_issuers", index, "plan"], entry.plan);
   });
 }
 
+function trustedIssuers(file: Record<string, unknown>): unknown[] {
+  return list(isRecord(file.tokens) ? file.tokens.trusted_issuers : undefined);
+}
+
 function trustedIssuerNames(file: Record<string, unknown>): string[] {
-  const tokens = isRecord(file.tokens) ? file.tokens : undefined;
-  return list(tokens?.trusted_issuers).flatMap((entry) =>
+  const names = trustedIssuers(file).flatMap((entry) =>
     isRecord(entry) && typeof entry.name === "string" ? [entry.name] : [],
   );
+  return [...new Set(names)];
+}
+
+// Each provider once, by name and by issuer: a token's `iss` must name one set of keys, and a
+// name one set of counters. gatehouse's own issuer is not a provider's.
+function uniqueIssuers(file: Record<string, unknown>, ctx: Ctx): void {
+  const tokens = isRecord(file.tokens) ? file.tokens : {};
+  const ownIssuer = typeof tokens.issuer === "string" ? tokens.issuer : "gatehouse";
+  for (const key of ["name", "issuer"] as const) {
+    const seen = new Map<unknown, number>();
+    trustedIssuers(file).forEach((entry, index) => {
+      if (!isRecord(entry) || typeof entry[key] !== "string") return;
+      const path = ["tokens", "trusted_issuers", index, key];
+      const first = seen.get(entry[key]);
+      if (first !== undefined) problem(ctx, path, `is already used by trusted_issuers[${first}]`);
+      else seen.set(entry[key], index);
+      if (key === "issuer" && entry.issuer === ownIssuer) {
+        problem(
+          ctx,
+          path,
+          "is gatehouse's own tokens.issuer; a provider needs an issuer of its own",
+        );
+      }
+    });
+  }
 }
 
 // Here rather than on the routes list, whose own checks the schema skips once any route has a
@@ -247,6 +275,7 @@ export function crossChecks(file: unknown, ctx: Ctx): void {
   if (!isRecord(file)) return;
   ownPaths(file, ctx);
   clientReferences(file, ctx);
+  uniqueIssuers(file, ctx);
   duplicateRoutes(file, ctx);
   stateFileStore(file, ctx);
   unservableRoutes(file, ctx);

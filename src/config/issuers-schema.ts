@@ -4,8 +4,7 @@
  * the algorithms its tokens may be signed with and the plan for clients the file does not list.
  */
 import { z } from "zod";
-import type { Ctx } from "./cross-checks.js";
-import { problem } from "./cross-checks.js";
+import { problem, type Ctx } from "./cross-checks.js";
 import { secureUrl } from "../http/secure-url.js";
 
 /**
@@ -87,24 +86,10 @@ const TrustedIssuerSchema = z.strictObject({
     .describe("The plan of its clients that clients does not list; without it they are refused."),
 });
 
-/** `tokens.trusted_issuers`: every name and issuer once. */
+/** `tokens.trusted_issuers`; names and issuers are checked for repeats with the other sections. */
 export const TrustedIssuersSchema = z
   .array(TrustedIssuerSchema)
   .default([])
-  .superRefine((issuers, ctx) => {
-    const names = new Map<string, number>();
-    const urls = new Map<string, number>();
-    issuers.forEach((entry, index) => {
-      const name = names.get(entry.name);
-      if (name !== undefined)
-        problem(ctx, [index, "name"], `is already used by trusted_issuers[${name}]`);
-      else names.set(entry.name, index);
-      const url = urls.get(entry.issuer);
-      if (url !== undefined) {
-        problem(ctx, [index, "issuer"], `is already trusted as trusted_issuers[${url}]`);
-      } else urls.set(entry.issuer, index);
-    });
-  })
   .describe("Identity providers whose access tokens are accepted (gatehouse as resource server).");
 
 /** One trusted issuer of the file. */

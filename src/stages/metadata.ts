@@ -15,6 +15,17 @@ const NOT_SERVED = errorReply(
   "not_found",
   "metadata is served only for an https issuer (http on a loopback host)",
 );
+const NOT_SERVED_RS = errorReply(
+  404,
+  "not_found",
+  "the protected resource metadata is served only for an https tokens.audience (http on a loopback host)",
+);
+// Resource-server-only mode: the trusted issuers publish their own keys and metadata.
+const NOT_AN_ISSUER = errorReply(
+  404,
+  "not_found",
+  "this gatehouse issues no tokens: the trusted issuers publish their own keys and metadata",
+);
 
 function served(body: unknown): Reply {
   return {
@@ -41,17 +52,23 @@ function ownPath(path: string): boolean {
  */
 export function createMetadataStage(settings: TokenSettings): Stage {
   const metadata = metadataOf(settings);
-  const documents = new Map<string, Reply>([[JWKS_PATH, served(settings.keys.jwks)]]);
-  if (metadata !== undefined) {
+  const documents = new Map<string, Reply>();
+  if (settings.ownTokens) documents.set(JWKS_PATH, served(settings.keys.jwks));
+  if (metadata?.authorizationServerPath !== undefined) {
     documents.set(metadata.authorizationServerPath, served(metadata.authorizationServer));
+  }
+  if (metadata !== undefined) {
     documents.set(PROTECTED_RESOURCE_PATH, served(metadata.protectedResource));
   }
+  const missing = settings.ownTokens ? NOT_SERVED : NOT_AN_ISSUER;
   return function metadataDocuments(ctx) {
     const { path } = ctx;
     if (!ownPath(path)) return undefined;
     ctx.own = path === JWKS_PATH ? "jwks" : "metadata";
     const document = documents.get(path);
-    if (document === undefined) return NOT_SERVED;
+    if (document === undefined) {
+      return path === PROTECTED_RESOURCE_PATH && !settings.ownTokens ? NOT_SERVED_RS : missing;
+    }
     const method = ctx.req.method;
     return method === "GET" || method === "HEAD" ? document : WRONG_METHOD;
   };

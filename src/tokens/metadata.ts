@@ -14,8 +14,11 @@ export const PROTECTED_RESOURCE_PATH = "/.well-known/oauth-protected-resource";
 
 /** The two documents and the paths they are served at. */
 export interface Metadata {
-  /** RFC 8414 §3.1: the well-known path with the issuer's path appended. */
-  readonly authorizationServerPath: string;
+  /**
+   * RFC 8414 §3.1: the well-known path with the issuer's path appended; undefined in
+   * resource-server-only mode, where gatehouse is no authorization server.
+   */
+  readonly authorizationServerPath: string | undefined;
   readonly authorizationServer: Readonly<Record<string, unknown>>;
   readonly protectedResource: Readonly<Record<string, unknown>>;
 }
@@ -53,7 +56,15 @@ const AUTHORIZATION_SERVER: readonly Member[] = [
 // RFC 9728 §2: tokens are accepted in the Authorization header only (RFC 6750 §2.1).
 const PROTECTED_RESOURCE: readonly Member[] = [
   ["resource", ({ settings }) => settings.audience],
-  ["authorization_servers", ({ settings }) => [settings.issuer]],
+  // Clients such as the MCP SDK take the first: the providers, in the file's order, then
+  // gatehouse itself when it issues tokens.
+  [
+    "authorization_servers",
+    ({ settings }) => [
+      ...settings.trustedIssuers.map((issuer) => issuer.issuer),
+      ...(settings.ownTokens ? [settings.issuer] : []),
+    ],
+  ],
   ["scopes_supported", ({ settings }) => settings.scopes],
   ["bearer_methods_supported", () => ["header"]],
 ];
@@ -69,10 +80,14 @@ function document(members: readonly Member[], source: Source) {
   return Object.freeze(body);
 }
 
-/** The metadata for `settings`, or undefined when the issuer is not a URL it can be served for. */
+/**
+ * The metadata for `settings`, or undefined when there is no URL it can be served for: the
+ * issuer's, or in resource-server-only mode the audience's (RFC 9728 §3: the resource identifier
+ * is an https URL).
+ */
 export function metadataOf(settings: TokenSettings): Metadata | undefined {
   // RFC 8414 §2: the issuer is an https URL without query or fragment.
-  const issuer = secureUrl(settings.issuer);
+  const issuer = secureUrl(settings.ownTokens ? settings.issuer : settings.audience);
   if (issuer === undefined) return undefined;
   // RFC 8414 §3.1: a terminating "/" is removed from the issuer's path before it is appended.
   const path = issuer.pathname.replace(/\/$/, "");
@@ -82,7 +97,7 @@ export function metadataOf(settings: TokenSettings): Metadata | undefined {
     auth: clientAuthentication(settings.clients),
   };
   return {
-    authorizationServerPath: AUTHORIZATION_SERVER_PATH + path,
+    authorizationServerPath: settings.ownTokens ? AUTHORIZATION_SERVER_PATH + path : undefined,
     authorizationServer: document(AUTHORIZATION_SERVER, source),
     protectedResource: document(PROTECTED_RESOURCE, source),
   };

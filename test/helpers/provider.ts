@@ -34,7 +34,7 @@ export interface TestProvider {
   readonly hits: Map<string, number>;
   /** The key tokens are signed with now. */
   key: ProviderKey;
-  /** A token for `client` (client_secret_post), for the resource, with `scope` (default: all of the client's). */
+  /** A token for `client` (client_secret_basic), for the resource, with `scope` (default: all of the client's). */
   token(client: ProviderClient, scope?: string): Promise<string>;
   /** Starts signing with a new key and publishes only it (the old one is gone at once). */
   rotate(): Promise<void>;
@@ -74,7 +74,8 @@ function makeProvider(issuer: string, key: ProviderKey, options: ProviderOptions
       grant_types: ["client_credentials"],
       response_types: [],
       redirect_uris: [],
-      token_endpoint_auth_method: "client_secret_post",
+      // What the MCP SDK's ClientCredentialsProvider sends.
+      token_endpoint_auth_method: "client_secret_basic",
       scope: client.scope,
     })),
     jwks: { keys: [key.privateJwk] },
@@ -138,12 +139,12 @@ export async function startProvider(options: ProviderOptions): Promise<TestProvi
     async token(client, scope) {
       const body = new URLSearchParams({
         grant_type: "client_credentials",
-        client_id: client.id,
-        client_secret: client.secret,
         resource: options.resource,
+        scope: scope ?? client.scope,
       });
-      body.set("scope", scope ?? client.scope);
-      const answer = await fetch(`${issuer}/token`, { method: "POST", body });
+      const credentials = Buffer.from(`${client.id}:${client.secret}`).toString("base64");
+      const headers = { authorization: `Basic ${credentials}` };
+      const answer = await fetch(`${issuer}/token`, { method: "POST", body, headers });
       const parsed = (await answer.json()) as Record<string, unknown>;
       if (typeof parsed.access_token !== "string") {
         throw new Error(`the provider refused: ${JSON.stringify(parsed)}`);

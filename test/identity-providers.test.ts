@@ -41,7 +41,7 @@ const clock = manualClock();
 const own = await clientsYaml([
   { ...OWN_PARTNER, extra: ["plan: premium", "scopes: [items:read]"] },
 ]);
-const g = await startTestGatehouse(
+const yaml = (partnerLimit: number) =>
   configFor(
     upstream.url,
     `tokens:
@@ -60,7 +60,7 @@ plans:
   premium:
     rate_limit: { limit: 1000, window: 1h }
   partner:
-    rate_limit: { limit: 2, window: 1h }
+    rate_limit: { limit: ${partnerLimit}, window: 1h }
 routes:
   - path: /v1/items
     methods: [GET]
@@ -69,9 +69,8 @@ routes:
     methods: [PUT]
     scopes: [items:write]
 `,
-  ),
-  { clock },
-);
+  );
+const g = await startTestGatehouse(yaml(2), { clock });
 t.teardown(() => g.close());
 
 const fetches = (result: string): Promise<number> =>
@@ -112,6 +111,10 @@ t.test("a listed client's token: accepted, identity and issuer sent, scopes capp
   t.equal(write.status, 403);
   t.equal(json(write).error, "insufficient_scope");
   t.equal(await metric(g, "gatehouse_bearer_tokens_verified_total", { issuer: "corp" }), 1);
+  const shown = json(await send(`${g.adminUrl}/config`)) as { tokens: Record<string, unknown> };
+  t.match(shown.tokens.trusted_issuers, [
+    { name: "corp", issuer: provider.issuer, plan: "partner" },
+  ]);
   const line = g.logs.find((entry) => entry.msg === "request" && entry.clientId === "billing");
   t.equal(line?.issuer, "corp", "the access log names the issuer");
 });

@@ -270,5 +270,9 @@ routes:
     // Resource-server-only: no client authenticates to gatehouse itself.
     t.equal((await send(`${h.url}/oauth/token`, { method: "POST" })).status, 404);
     t.equal((await send(`${h.url}/.well-known/jwks.json`)).status, 404);
+    t.equal((await send(`${h.url}/.well-known/oauth-authorization-server`)).status, 404);
+    const document = await send(`${h.url}/.well-known/oauth-protected-resource`);
+    t.equal(document.status, 200);
+    t.match(json(document), { resource: RESOURCE, authorization_servers: [other.issuer] });
   },
 );

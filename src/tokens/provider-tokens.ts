@@ -7,7 +7,7 @@ import { errors, jwtVerify, type JWTHeaderParameters, type JWTPayload } from "jo
 import type { GrantedScopes } from "../core/context.js";
 import type { TrustedIssuer } from "./settings.js";
 import type { IssuerKeySet, KeyChooser } from "./issuer-keys.js";
-import { TokenRejected, type VerifiedToken } from "./verify.js";
+import { NO_SCOPES, TokenRejected, type VerifiedToken } from "./verified.js";
 
 /** A provider's unknown `kid` while its keys cannot be fetched: 503, never 401. */
 export class KeysUnavailable extends Error {
@@ -27,8 +27,6 @@ const ACCEPTED_TYP = new Set(["at+jwt", "application/at+jwt", "jwt"]);
 
 // What a client id must look like to be written in X-Client-Id and a counter key: visible ASCII.
 const CLIENT_ID = /^[\x21-\x7E]{1,256}$/;
-
-const NO_SCOPES: GrantedScopes = Object.freeze({ text: "", names: new Set<string>() });
 
 function scopeText(payload: JWTPayload): string {
   // RFC 9068 §2.2.3 `scope`; Entra ID and Okta write `scp`, an array or a space-separated string.

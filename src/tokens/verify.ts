@@ -7,43 +7,11 @@ import { OWN_ISSUER_NAME } from "../config/issuers-schema.js";
 import type { TokenSettings, TrustedIssuer } from "./settings.js";
 import type { IssuerKeySet } from "./issuer-keys.js";
 import { verifyProviderToken } from "./provider-tokens.js";
+import { NO_SCOPES, TokenRejected, type VerifiedToken } from "./verified.js";
 import type { KeyMaterial } from "./keys.js";
 import type { GrantedScopes } from "../core/context.js";
 
-/** Why a token was refused; the reason feeds logs and metrics, never the client's answer. */
-export class TokenRejected extends Error {
-  constructor(
-    readonly reason:
-      | "malformed"
-      | "unknown_kid"
-      | "expired"
-      | "claims"
-      | "invalid"
-      | "sender_constrained"
-      | "unknown_client",
-    message: string,
-  ) {
-    super(message);
-    this.name = "TokenRejected";
-  }
-}
-
-/**
- * What a verified token says, read once: its client, its issuer, its scopes, its `jti`, and
- * until when it is accepted (epoch ms).
- */
-export interface VerifiedToken {
-  /** The client claim as the token carries it (X-Client-Id). */
-  readonly clientId: string;
-  /** The issuer's name: `own` for gatehouse's tokens, else a `trusted_issuers` name. */
-  readonly issuer: string;
-  /** The client's plan and counters key: its id for an own client, `<issuer>:<id>` else. */
-  readonly clientKey: string;
-  readonly scopes: GrantedScopes;
-  /** "" for a provider's token without one (revocation is the provider's). */
-  readonly jti: string;
-  readonly untilMs: number;
-}
+export { TokenRejected, type VerifiedToken } from "./verified.js";
 
 /** Verifies tokens for one configuration. */
 export interface TokenVerifier {
@@ -52,8 +20,6 @@ export interface TokenVerifier {
   /** Verifies `token` at `nowMs`; rejects with TokenRejected. */
   verify(token: string, nowMs: number): Promise<VerifiedToken>;
 }
-
-const NO_SCOPES: GrantedScopes = Object.freeze({ text: "", names: new Set<string>() });
 
 // RFC 9068 §2.2.3: `scope` is a space-separated string, read here once so that the cache holds
 // the set and a cached request parses nothing.

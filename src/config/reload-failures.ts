@@ -22,7 +22,13 @@ export function createReloadFailures(log: Logger, metrics: Metrics): ReloadFailu
   let last: string | undefined;
   return {
     failed(identity, trigger, details) {
-      if (identity === last) return;
+      if (identity === last) {
+        log.debug(
+          { trigger },
+          "the files read are those of the last failed reload; not reported again",
+        );
+        return;
+      }
       last = identity;
       metrics.configReloads.inc({ result: "failure" });
       log.error({ trigger, ...details }, "config reload failed; the running config stays in force");

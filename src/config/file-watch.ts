@@ -134,7 +134,8 @@ export function watchConfigFiles(log: Logger, hooks: FileWatchHooks): FileWatch 
   let rearm: NodeJS.Timeout | undefined;
   let closed = false;
   let started = false;
-  // Whether a folder was missing when the watchers were armed, and the watch last warned about.
+  // Whether a folder was missing at the last arming (armed again after each reload until it is
+  // there), and the set of folders last warned about, so that the warning is said once.
   let incomplete = false;
   let warned = "";
 
@@ -195,7 +196,7 @@ export function watchConfigFiles(log: Logger, hooks: FileWatchHooks): FileWatch 
     clearTimeout(rearm);
     rearm = setTimeout(() => {
       startWatching(watchPoints(hooks.files().keys()));
-      scheduleReload();
+      void confirm();
     }, REARM_MS);
     rearm.unref();
   }

@@ -25,9 +25,9 @@ import { createPlainSecrets, type PlainSecrets } from "../tokens/secrets.js";
 import { compileTokens, type TokenSettings } from "../tokens/settings.js";
 import { compileRedis } from "./redis.js";
 import {
+  digestNow,
   fileHash,
   identityOf,
-  unreadableDigest,
   type FileDigests,
   type FilesRead,
 } from "./named-files.js";
@@ -86,8 +86,8 @@ export interface BuildOptions {
   /** Parses and validates the text; by default on this thread. */
   readonly parse?: ParseConfig;
   /**
-   * Records each file read, the config file first, even when the reading fails: a reload that
-   * fails tells one bad content from another by them.
+   * Records each file read, even when the reading fails: a reload that fails tells one bad
+   * content from another by them.
    */
   readonly read?: FilesRead;
 }
@@ -106,7 +106,8 @@ export async function loadSnapshot(path: string, options: BuildOptions): Promise
   try {
     text = await readConfigText(path);
   } catch (error) {
-    read.set(resolve(path), unreadableDigest(error));
+    // Recorded as the watch sees it, by the reason it cannot be read.
+    read.set(resolve(path), await digestNow(resolve(path)));
     throw error;
   }
   const hash = fileHash(text);

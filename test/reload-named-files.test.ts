@@ -4,7 +4,7 @@
  * SIGHUP, and a bad one is refused whole. Only the files read start a reload, not what else is
  * written in their folder; a bad content is reported once.
  */
-import { link, mkdir, mkdtemp, rename, rm, writeFile } from "node:fs/promises";
+import { link, mkdir, mkdtemp, rename, rm, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { decodeProtectedHeader, exportPKCS8, exportSPKI, generateKeyPair } from "jose";
@@ -14,7 +14,13 @@ import { loadSnapshot } from "../src/config/snapshot.js";
 import { startCli } from "./helpers/cli.js";
 import { refusingPort } from "./helpers/ports.js";
 import { eventually, send } from "./helpers/client.js";
-import { configFor, startTestGatehouse, type TestGatehouse } from "./helpers/gatehouse.js";
+import {
+  configFor,
+  memoryLogger,
+  startTestGatehouse,
+  type TestGatehouse,
+} from "./helpers/gatehouse.js";
+import { startGatehouse } from "../src/server.js";
 import { metric, type Scraped } from "./helpers/metrics.js";
 import { assertion, assertionRequest, keyClient, type KeyClient } from "./helpers/assertions.js";
 import { clientsYaml, obtainToken } from "./helpers/tokens.js";
@@ -65,12 +71,13 @@ function jwksConfig(jwksFile: string): string {
 }
 
 t.test("a key removed from a client's JWKS file is refused once the file changes", async (t) => {
-  const gh = await startTestGatehouse(jwksConfig("./batch.jwks.json"), {
+  // In a folder of its own, which is watched as the config's folder is.
+  const gh = await startTestGatehouse(jwksConfig("./keys/batch.jwks.json"), {
     watch: true,
-    files: { "batch.jwks.json": jwks(first, second) },
+    files: { "keys/batch.jwks.json": jwks(first, second) },
   });
   t.teardown(() => gh.close());
-  const file = join(gh.dir, "batch.jwks.json");
+  const file = join(gh.dir, "keys", "batch.jwks.json");
   t.equal(await assertionStatus(gh.url, first), 200, "both keys work at first");
   t.equal(await assertionStatus(gh.url, second), 200);
 
@@ -99,6 +106,50 @@ t.test("a key removed from a client's JWKS file is refused once the file changes
   t.match(failure?.problems, [/clients\[0\]\.jwks_file: /], "named at its key");
   t.equal(await assertionStatus(gh.url, second), 200, "the keys in force keep working");
   t.equal(await assertionStatus(gh.url, first), 401, "and the removed one stays refused");
+});
+
+t.test("a JWKS file in a Kubernetes Secret volume is followed through its swaps", async (t) => {
+  // The kubelet's layout: batch.jwks.json -> ..data/batch.jwks.json, ..data -> ..<timestamp>;
+  // an update writes a new timestamped folder and renames a new ..data link over the old one.
+  const dir = await mkdtemp(join(tmpdir(), "gatehouse-secret-"));
+  const secret = join(dir, "secret");
+  let stamp = 0;
+  const publish = async (text: string): Promise<void> => {
+    const folder = `..2026_01_01_00_00_00.${++stamp}`;
+    await mkdir(join(secret, folder), { recursive: true });
+    await writeFile(join(secret, folder, "batch.jwks.json"), text);
+    await symlink(folder, join(secret, "..data_tmp"));
+    await rename(join(secret, "..data_tmp"), join(secret, "..data"));
+  };
+  await publish(jwks(first, second));
+  await symlink("..data/batch.jwks.json", join(secret, "batch.jwks.json"));
+  const configPath = join(dir, "proxy.config.yaml");
+  await writeFile(configPath, jwksConfig("./secret/batch.jwks.json"));
+  const { log } = memoryLogger();
+  const gatehouse = await startGatehouse({
+    configPath,
+    log,
+    watch: true,
+    listen: { host: "127.0.0.1", port: 0 },
+    adminListen: { host: "127.0.0.1", port: 0 },
+  });
+  t.teardown(async () => {
+    await gatehouse.shutdown();
+    await rm(dir, { recursive: true, force: true });
+  });
+  const url = `http://127.0.0.1:${gatehouse.address.port}`;
+  t.equal(await assertionStatus(url, first), 200);
+  await publish(jwks(second));
+  t.ok(
+    await eventually(async () => (await assertionStatus(url, first)) === 401, DEADLINE_MS),
+    "the first swap is applied",
+  );
+  await publish(jwks(first));
+  t.ok(
+    await eventually(async () => (await assertionStatus(url, first)) === 200, DEADLINE_MS),
+    "and the next",
+  );
+  t.equal(await assertionStatus(url, second), 401);
 });
 
 t.test("SIGHUP applies a JWKS file the watch does not see (the built CLI)", async (t) => {

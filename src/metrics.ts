@@ -33,6 +33,8 @@ export interface Metrics {
   readonly limiterRoundTrips: Counter;
   /** Refusals answered from a replica's record of Redis's refusals, without asking Redis. */
   readonly limiterLocalBlocks: Counter;
+  /** Request headers not forwarded for a `_` in their name, by reason (underscore, alias). */
+  readonly requestHeadersDropped: Counter<"reason">;
   /** Spans that could not be exported: the queue was full, or their export failed or timed out. */
   readonly traceSpansDropped: Counter;
 }
@@ -66,6 +68,25 @@ function clientAuthMetrics(
     secretVerificationsWaiting: new Gauge({
       name: "gatehouse_secret_verifications_waiting",
       help: "Client secret verifications waiting for a turn (tokens.verify_concurrency run at once).",
+      registers: [registry],
+    }),
+  };
+}
+
+/** What gatehouse chose not to pass on: request headers, and spans it could not export. */
+function droppedMetrics(
+  registry: Registry,
+): Pick<Metrics, "requestHeadersDropped" | "traceSpansDropped"> {
+  return {
+    requestHeadersDropped: new Counter({
+      name: "gatehouse_request_headers_dropped_total",
+      help: "Request headers not forwarded for a _ in their name: underscore (upstream.underscore_headers: drop), alias (kept, but it would read as a header gatehouse owns).",
+      labelNames: ["reason"],
+      registers: [registry],
+    }),
+    traceSpansDropped: new Counter({
+      name: "gatehouse_trace_spans_dropped_total",
+      help: "Spans not exported: the queue was full, or their export failed or timed out.",
       registers: [registry],
     }),
   };
@@ -142,10 +163,6 @@ export function createMetrics(): Metrics {
       help: "Refusals answered from this replica's record of Redis's refusals, without a Redis call.",
       registers: [registry],
     }),
-    traceSpansDropped: new Counter({
-      name: "gatehouse_trace_spans_dropped_total",
-      help: "Spans not exported: the queue was full, or their export failed or timed out.",
-      registers: [registry],
-    }),
+    ...droppedMetrics(registry),
   };
 }

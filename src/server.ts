@@ -114,8 +114,9 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
   const adminListen = options.adminListen ?? first.adminListen;
   const admin = createAdmin(services, () => store.current, adminListen.host);
   try {
-    await listenOn(server, options.listen ?? first.listen);
-    await listenOn(admin, adminListen);
+    const file = source.path;
+    await listenOn(server, { ...(options.listen ?? first.listen), key: "listen", file });
+    await listenOn(admin, { ...adminListen, key: "admin_listen", file });
   } catch (error) {
     // Nothing is served: let go of what was opened, so the caller's process can end.
     server.close();

@@ -169,6 +169,12 @@ export const FileSchema = z
           .boolean({ error: "must be true or false" })
           .default(false)
           .describe("Pass the bearer token on to the upstream."),
+        underscore_headers: z
+          .enum(["drop", "keep"], { error: "must be drop or keep" })
+          .default("drop")
+          .describe(
+            "Request headers with _ in their name: drop them all, or keep those that, with _ read as -, name no header gatehouse sets or removes.",
+          ),
       },
       {
         error: (issue) =>

@@ -167,6 +167,7 @@ export async function buildSnapshot(
       identityHeader: file.upstream.identity_header.toLowerCase(),
       scopesHeader: file.upstream.scopes_header.toLowerCase(),
       forwardAuthorization: file.upstream.forward_authorization,
+      keepUnderscoreHeaders: file.upstream.underscore_headers === "keep",
     },
     routes: await compileRoutesInSlices(file.routes),
     limits: compileLimits(file, baseDir, redis),

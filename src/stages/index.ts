@@ -83,6 +83,6 @@ export function buildStages(config: Snapshot, deps: PipelineDeps): readonly Stag
     // Last before forwarding: only a request that would be forwarded is counted, and everything
     // it can be refused for (401, 400) has been checked, so those answers carry no limit headers.
     createLimitsStage(config.limits, deps.limiterStore, services),
-    createForwardStage(config.upstream, deps.forwarder),
+    createForwardStage(config.upstream, deps.forwarder, services.metrics.requestHeadersDropped),
   ]);
 }

@@ -10,4 +10,9 @@ export interface UpstreamSettings {
   /** Lower-case name of the header carrying the granted scopes; "" for none. */
   readonly scopesHeader: string;
   readonly forwardAuthorization: boolean;
+  /**
+   * `underscore_headers: keep`: request headers with `_` in their name are forwarded, but for
+   * those that would alias a header gatehouse owns.
+   */
+  readonly keepUnderscoreHeaders: boolean;
 }

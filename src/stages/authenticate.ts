@@ -112,7 +112,8 @@ function bearerToken(ctx: RequestContext): string | Reply | typeof NO_CREDENTIAL
  * `ctx.clientId` and its scopes in `ctx.scopes`. A token verified before answers from the cache, without a signature check. A
  * token that fails verification, other than by expiring, counts against its client IP in
  * `failures`; beyond the limit, the IP's tokens that are not in the cache are
- * refused without a check. A revoked token (RFC 7009, by its `jti` in `marks`) is refused.
+ * refused without a check. A revoked token (RFC 7009, by its `jti` in `marks`) is refused. Its
+ * 401 challenges are `challenge`'s, which point to the protected resource metadata.
  */
 export function createAuthenticateStage(
   settings: TokenSettings,

@@ -6,6 +6,7 @@ import { errorReply, type Reply, type RequestContext, type Stage } from "../core
 import type { Services } from "../core/services.js";
 import { createTokenVerifier, TokenRejected, type VerifiedToken } from "../tokens/verify.js";
 import type { TokenMarks } from "../tokens/marks.js";
+import type { BearerChallenge } from "../tokens/metadata.js";
 
 /** Longest bearer token read; a longer one is refused before any parsing. */
 export const MAX_BEARER_TOKEN_LENGTH = 4096;
@@ -13,20 +14,9 @@ export const MAX_BEARER_TOKEN_LENGTH = 4096;
 // RFC 6750 §2.1: b64token = 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"="
 const B64TOKEN = /^[A-Za-z0-9\-._~+/]+=*$/;
 
-// RFC 6750 §3.1: a request without credentials gets a challenge without an error code.
-const MISSING = errorReply(401, "unauthorized", "this route requires a bearer token", {
-  "www-authenticate": 'Bearer realm="gatehouse"',
-});
-
 function invalidRequest(message: string): Reply {
   return errorReply(400, "invalid_request", message, {
     "www-authenticate": 'Bearer realm="gatehouse", error="invalid_request"',
-  });
-}
-
-function invalidToken(message: string): Reply {
-  return errorReply(401, "invalid_token", message, {
-    "www-authenticate": 'Bearer realm="gatehouse", error="invalid_token"',
   });
 }
 
@@ -37,10 +27,25 @@ const TOO_LONG = invalidRequest(
   `the bearer token must be at most ${MAX_BEARER_TOKEN_LENGTH} bytes`,
 );
 const TOKEN_IN_QUERY = invalidRequest("send the token in the Authorization header, not the URI");
-const INVALID = invalidToken("the bearer token is not valid");
-const EXPIRED = invalidToken("the bearer token has expired");
-const CLIENT_GONE = invalidToken("the bearer token's client is no longer configured");
-const REVOKED = invalidToken("the bearer token has been revoked");
+
+/** The 401 answers of a config: their challenges point to its protected resource metadata. */
+function refusals(challenge: BearerChallenge) {
+  const invalidToken = (message: string): Reply =>
+    errorReply(401, "invalid_token", message, {
+      "www-authenticate": challenge('error="invalid_token"'),
+    });
+  return {
+    // RFC 6750 §3.1: a request without credentials gets a challenge without an error code.
+    missing: errorReply(401, "unauthorized", "this route requires a bearer token", {
+      "www-authenticate": challenge(),
+    }),
+    invalid: invalidToken("the bearer token is not valid"),
+    expired: invalidToken("the bearer token has expired"),
+    clientGone: invalidToken("the bearer token's client is no longer configured"),
+    revoked: invalidToken("the bearer token has been revoked"),
+  };
+}
+
 const UNAVAILABLE = Symbol("unavailable");
 // The failure limiter's store is down under `on_outage: closed`: 503, never a 401 or 429, which
 // would blame the client (under `open` and `local` the limiter answers and nothing fails).
@@ -79,17 +84,20 @@ function queryHasAccessToken(query: string | null): boolean {
     .some((part) => part === "access_token" || part.startsWith("access_token="));
 }
 
-/** The token from the Authorization header, or the answer when there is none to verify. */
-function bearerToken(ctx: RequestContext): string | Reply {
+// No bearer credentials: answered with the config's challenge.
+const NO_CREDENTIALS = Symbol("no credentials");
+
+/** The token from the Authorization header, or why there is none to verify. */
+function bearerToken(ctx: RequestContext): string | Reply | typeof NO_CREDENTIALS {
   const { req } = ctx;
   const value = req.headers.authorization;
-  if (value === undefined) return MISSING;
+  if (value === undefined) return NO_CREDENTIALS;
   // Node keeps only the first Authorization line; RFC 9110 §5.3: it is not a list field.
   if (fieldLines(req.rawHeaders, "authorization") > 1) return TWO_AUTHORIZATIONS;
   const space = value.indexOf(" ");
   const scheme = space === -1 ? value : value.slice(0, space);
   // RFC 9110 §11.1: the scheme is case-insensitive; another scheme counts as no credentials.
-  if (scheme.length !== 6 || scheme.toLowerCase() !== "bearer") return MISSING;
+  if (scheme.length !== 6 || scheme.toLowerCase() !== "bearer") return NO_CREDENTIALS;
   if (space === -1) return EMPTY_BEARER;
   let start = space + 1;
   while (value.charCodeAt(start) === 32) start++;
@@ -104,15 +112,18 @@ function bearerToken(ctx: RequestContext): string | Reply {
  * `ctx.clientId` and its scopes in `ctx.scopes`. A token verified before answers from the cache, without a signature check. A
  * token that fails verification, other than by expiring, counts against its client IP in
  * `failures`; beyond the limit, the IP's tokens that are not in the cache are
- * refused without a check. A revoked token (RFC 7009, by its `jti` in `marks`) is refused.
+ * refused without a check. A revoked token (RFC 7009, by its `jti` in `marks`) is refused. Its
+ * 401 challenges are `challenge`'s, which point to the protected resource metadata.
  */
 export function createAuthenticateStage(
   settings: TokenSettings,
   failures: FailureLimiter,
   marks: TokenMarks,
   services: Services,
+  challenge: BearerChallenge,
 ): Stage {
   const { metrics, now } = services;
+  const answers = refusals(challenge);
   const verifier = createTokenVerifier(settings);
   const clients = settings.clients.ids;
 
@@ -127,7 +138,7 @@ export function createAuthenticateStage(
     revoked: boolean | "unavailable",
   ): Reply | undefined => {
     if (revoked === "unavailable") return REVOCATIONS_UNAVAILABLE;
-    if (revoked) return refuse("bearer_revoked", REVOKED);
+    if (revoked) return refuse("bearer_revoked", answers.revoked);
     ctx.clientId = token.clientId;
     ctx.scopes = token.scopes;
     return undefined;
@@ -139,7 +150,7 @@ export function createAuthenticateStage(
     nowMs: number,
   ): Reply | undefined | Promise<Reply | undefined> => {
     // A token outlives a config change; its client must still be listed.
-    if (!clients.has(token.clientId)) return refuse("bearer_client_removed", CLIENT_GONE);
+    if (!clients.has(token.clientId)) return refuse("bearer_client_removed", answers.clientGone);
     const revoked = marks.isRevoked(token.clientId, token.jti, nowMs);
     return revoked instanceof Promise
       ? revoked.then((settled) => admit(ctx, token, settled))
@@ -166,9 +177,11 @@ export function createAuthenticateStage(
     } catch (error) {
       if (!(error instanceof TokenRejected)) throw error;
       // An expired token was signed by us: its client is renewing, not forging.
-      if (error.reason === "expired") return refuse("bearer_expired", EXPIRED);
+      if (error.reason === "expired") return refuse("bearer_expired", answers.expired);
       const counted = await limiterCall(ctx, failures.failed(ip));
-      return counted === UNAVAILABLE ? LIMITS_UNAVAILABLE : refuse("bearer_invalid", INVALID);
+      return counted === UNAVAILABLE
+        ? LIMITS_UNAVAILABLE
+        : refuse("bearer_invalid", answers.invalid);
     }
     return accept(ctx, verified, nowMs);
   }
@@ -176,9 +189,8 @@ export function createAuthenticateStage(
   return function authenticate(ctx) {
     if (ctx.route?.auth !== "bearer") return undefined;
     const token = bearerToken(ctx);
-    if (typeof token !== "string") {
-      return refuse(token === MISSING ? "bearer_missing" : "bearer_malformed", token);
-    }
+    if (token === NO_CREDENTIALS) return refuse("bearer_missing", answers.missing);
+    if (typeof token !== "string") return refuse("bearer_malformed", token);
     const nowMs = now();
     const known = verifier.cached(token, nowMs);
     // A token verified before is a compact JWS and so a b64token: only a new one is scanned.

@@ -1,20 +1,16 @@
-import { errorReply, type Reply, type Stage } from "../core/context.js";
+import { errorReply, type Reply, type RequestContext, type Stage } from "../core/context.js";
 import {
   AUTHORIZATION_SERVER_PATH,
   JWKS_PATH,
-  metadataOf,
   PROTECTED_RESOURCE_PATH,
+  type Metadata,
+  type Publication,
 } from "../tokens/metadata.js";
 import type { TokenSettings } from "../tokens/settings.js";
 
 const WRONG_METHOD = errorReply(405, "method_not_allowed", "this document answers GET and HEAD", {
   allow: "GET, HEAD",
 });
-const NOT_SERVED = errorReply(
-  404,
-  "not_found",
-  "metadata is served only for an https issuer (http on a loopback host)",
-);
 
 function served(body: unknown): Reply {
   return {
@@ -24,35 +20,73 @@ function served(body: unknown): Reply {
   };
 }
 
-// The JWKS and the metadata namespaces are gatehouse's, whatever the issuer: never forwarded.
-function ownPath(path: string): boolean {
-  return (
-    path === JWKS_PATH ||
-    path === PROTECTED_RESOURCE_PATH ||
-    path === AUTHORIZATION_SERVER_PATH ||
-    path.startsWith(AUTHORIZATION_SERVER_PATH + "/")
-  );
+// A well-known namespace (RFC 8615): the path itself and everything below it.
+function within(path: string, namespace: string): boolean {
+  return path === namespace || path.startsWith(namespace + "/");
+}
+
+/** The answers of one well-known namespace: its document, and a 404 saying why for the rest. */
+interface Namespace {
+  readonly prefix: string;
+  readonly path: string | undefined;
+  readonly document: Reply | undefined;
+  readonly notFound: Reply;
+}
+
+function namespace(prefix: string, published: Publication, what: string): Namespace {
+  if ("unserved" in published) {
+    return {
+      prefix,
+      path: undefined,
+      document: undefined,
+      notFound: errorReply(404, "not_found", published.unserved),
+    };
+  }
+  return {
+    prefix,
+    path: published.path,
+    document: served(published.document),
+    notFound: errorReply(404, "not_found", `${what} is served at ${published.path}`),
+  };
 }
 
 /**
  * Serves the public documents: the JWKS (RFC 7517 §5), the authorization server metadata
  * (RFC 8414) and the protected resource metadata (RFC 9728); gatehouse's own paths, without
- * authentication, never counted or forwarded.
+ * authentication, never counted or forwarded. Any other path in the two metadata namespaces
+ * answers 404 saying where the document is, or why none is served.
  */
-export function createMetadataStage(settings: TokenSettings): Stage {
-  const metadata = metadataOf(settings);
-  const documents = new Map<string, Reply>([[JWKS_PATH, served(settings.keys.jwks)]]);
-  if (metadata !== undefined) {
-    documents.set(metadata.authorizationServerPath, served(metadata.authorizationServer));
-    documents.set(PROTECTED_RESOURCE_PATH, served(metadata.protectedResource));
-  }
-  return function metadataDocuments(ctx) {
-    const { path } = ctx;
-    if (!ownPath(path)) return undefined;
-    ctx.own = path === JWKS_PATH ? "jwks" : "metadata";
-    const document = documents.get(path);
-    if (document === undefined) return NOT_SERVED;
+export function createMetadataStage(settings: TokenSettings, metadata: Metadata): Stage {
+  const jwks = served(settings.keys.jwks);
+  const namespaces = [
+    namespace(
+      AUTHORIZATION_SERVER_PATH,
+      metadata.authorizationServer,
+      "the authorization server's metadata",
+    ),
+    namespace(
+      PROTECTED_RESOURCE_PATH,
+      metadata.protectedResource,
+      "the protected resource's metadata",
+    ),
+  ];
+  const answer = (ctx: RequestContext, document: Reply): Reply => {
     const method = ctx.req.method;
     return method === "GET" || method === "HEAD" ? document : WRONG_METHOD;
+  };
+  return function metadataDocuments(ctx) {
+    const { path } = ctx;
+    if (path === JWKS_PATH) {
+      ctx.own = "jwks";
+      return answer(ctx, jwks);
+    }
+    for (const known of namespaces) {
+      if (!within(path, known.prefix)) continue;
+      ctx.own = "metadata";
+      return path === known.path && known.document !== undefined
+        ? answer(ctx, known.document)
+        : known.notFound;
+    }
+    return undefined;
   };
 }

@@ -12,7 +12,7 @@ import { fieldLines } from "../http/field-lines.js";
 import type { FailureDecision, FailureLimiter } from "../limits/failures.js";
 import { HANDLED, type Reply, type RequestContext } from "../core/context.js";
 import type { Services } from "../core/services.js";
-import { JWT_BEARER_ASSERTION } from "./assertion.js";
+import { AssertionRejected, JWT_BEARER_ASSERTION } from "./assertion.js";
 import type { ClientAuthenticator } from "./client-auth.js";
 import type { TokenMarks } from "./marks.js";
 import {
@@ -77,6 +77,10 @@ const ASSERTION_AND_SECRET = oauthError(
   "invalid_request",
   "the client must use one authentication method: a client assertion, Basic or a secret, not two",
 );
+// RFC 7521 §4.2.1: an assertion of a type not served is invalid_client.
+const OTHER_ASSERTION_TYPE = assertionRefused(
+  `client_assertion_type must be ${JWT_BEARER_ASSERTION}`,
+);
 const HALF_AN_ASSERTION = oauthError(
   400,
   "invalid_request",
@@ -134,8 +138,7 @@ function assertionCredentials(
   if (basic !== undefined || fields.clientSecret !== undefined) return ASSERTION_AND_SECRET;
   const { clientAssertion, clientAssertionType } = fields;
   if (clientAssertion === undefined || clientAssertionType === undefined) return HALF_AN_ASSERTION;
-  // RFC 7521 §4.2.1: an assertion of a type not served is invalid_client.
-  if (clientAssertionType !== JWT_BEARER_ASSERTION) return INVALID_CLIENT;
+  if (clientAssertionType !== JWT_BEARER_ASSERTION) return OTHER_ASSERTION_TYPE;
   return { assertion: clientAssertion, claimedId: fields.clientId };
 }
 
@@ -227,9 +230,26 @@ async function limiterCall<T>(endpoint: Endpoint, call: Promise<T>): Promise<T> 
   }
 }
 
-// Counts a failed client authentication, then answers it.
-function fail(endpoint: Endpoint, reason: string, reply: Reply): Reply {
+// An assertion's refusal names the rule it broke (RFC 6749 §5.2 error_description): a client's
+// developer needs it and a guesser gains nothing; a secret's refusal stays INVALID_CLIENT.
+function assertionRefused(description: string): Reply {
+  return oauthError(401, "invalid_client", description, { "www-authenticate": BASIC_CHALLENGE });
+}
+
+// Counts a failed client authentication and logs it with the client it named, if any (never a
+// secret or an assertion), then answers it.
+function fail(
+  endpoint: Endpoint,
+  ctx: RequestContext,
+  reason: string,
+  reply: Reply,
+  client?: string,
+): Reply {
   endpoint.services.metrics.authFailures.inc({ reason });
+  endpoint.services.log.info(
+    { requestId: ctx.requestId, client, reason },
+    "client authentication refused",
+  );
   return reply;
 }
 
@@ -270,20 +290,23 @@ async function receiveCredentials(
 }
 
 // An assertion that verified: its jti is accepted once (RFC 7523 §3 item 7), and a client_id in
-// the body must name its subject (RFC 7521 §4.2). A string says why it was refused.
+// the body must name its subject (RFC 7521 §4.2). An AssertionRejected says why it was refused.
 async function checkAssertion(
   endpoint: Endpoint,
   credentials: AssertionCredentials,
   nowMs: number,
-): Promise<{ readonly clientId: string } | string | Reply> {
+): Promise<{ readonly clientId: string } | AssertionRejected | "busy" | Reply> {
   const checked = await endpoint.clients.checkAssertion(credentials.assertion, nowMs);
-  if (checked === "busy") return "busy";
-  if (checked instanceof Error) return `assertion_${checked.reason}`;
+  if (checked === "busy" || checked instanceof AssertionRejected) return checked;
   if (credentials.claimedId !== undefined && credentials.claimedId !== checked.clientId) {
-    return "assertion_other_client";
+    const message = "client_id must name the client assertion's sub";
+    return new AssertionRejected("other_client", message, checked.clientId);
   }
   const use = await endpoint.marks.firstUse(checked.clientId, checked.jti, checked.untilMs, nowMs);
-  if (use === "replayed") return "assertion_replayed";
+  if (use === "replayed") {
+    const message = "the client assertion's jti was used before; sign a new one for each request";
+    return new AssertionRejected("replay", message, checked.clientId);
+  }
   if (use === "full") return "busy";
   if (use === "unavailable") return REPLAYS_UNAVAILABLE;
   return { clientId: checked.clientId };
@@ -310,11 +333,13 @@ export async function authenticateClient(
   // Beyond the limit every attempt from the address is refused, a malformed one too
   // (RFC 6749 §2.3.1); attempts are counted per address only, so naming a client locks no one out.
   const early = await limiterCall(endpoint, failures.peek(ip));
-  if (!early.allowed) return fail(endpoint, "rate_limited", rateLimited(early));
-  if (basic === "malformed") return fail(endpoint, "malformed_credentials", INVALID_CLIENT);
+  if (!early.allowed) return fail(endpoint, ctx, "rate_limited", rateLimited(early));
+  if (basic === "malformed") return fail(endpoint, ctx, "malformed_credentials", INVALID_CLIENT);
   const received = await receiveCredentials(endpoint, ctx, basic, check);
   if (received === HANDLED || !("credentials" in received)) {
-    return received === INVALID_CLIENT ? fail(endpoint, "no_credentials", received) : received;
+    if (received === INVALID_CLIENT) return fail(endpoint, ctx, "no_credentials", received);
+    if (received === OTHER_ASSERTION_TYPE) return fail(endpoint, ctx, "assertion_type", received);
+    return received;
   }
   const { credentials, fields } = received;
   // A secret that matched before is no guess: it is not counted, so a client's concurrent token
@@ -326,15 +351,16 @@ export async function authenticateClient(
   const decision = await limiterCall(endpoint, failures.attempt(ip));
   if (!decision.allowed) {
     services.log.warn({ requestId: ctx.requestId, ip }, "client authentication failure limit");
-    return fail(endpoint, "rate_limited", rateLimited(decision));
+    return fail(endpoint, ctx, "rate_limited", rateLimited(decision));
   }
   let clientId: string;
   if ("assertion" in credentials) {
     const checked = await checkAssertion(endpoint, credentials, services.now());
-    if (typeof checked === "string" && checked !== "busy") {
-      return fail(endpoint, checked, INVALID_CLIENT);
+    if (checked instanceof AssertionRejected) {
+      const reason = `assertion_${checked.rule}`;
+      return fail(endpoint, ctx, reason, assertionRefused(checked.message), checked.client);
     }
-    if (typeof checked === "string" || "status" in checked) {
+    if (checked === "busy" || "status" in checked) {
       // Not a failed guess (no turn for the check, a full replay record, or Redis down): the
       // attempt is taken back.
       await limiterCall(endpoint, failures.succeeded(decision));
@@ -353,7 +379,8 @@ export async function authenticateClient(
       // Per client id, so an operator sees a guessing campaign that no address's count shows;
       // ids the config does not list share one label, so a guesser cannot grow the label set.
       services.metrics.tokenFailures.inc({ client: listed ? credentials.id : "unknown" });
-      return fail(endpoint, listed ? "wrong_secret" : "unknown_client", INVALID_CLIENT);
+      const reason = listed ? "wrong_secret" : "unknown_client";
+      return fail(endpoint, ctx, reason, INVALID_CLIENT, listed ? credentials.id : undefined);
     }
     clientId = credentials.id;
   }

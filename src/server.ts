@@ -92,13 +92,14 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
     lifecycle,
   };
 
+  const localMarks = createLocalMarks(services.now, services.clock);
   const parts: RuntimeParts = {
     services,
     forwarders: createForwarderPool(services),
-    limiterStores: await openLimiterStores(services, first.limits.stateFile),
+    limiterStores: await openLimiterStores(services, first.limits, localMarks),
     spanExports: createSpanExports(metrics.traceSpansDropped, services.now),
     tokenBodyMs: deadlines.tokenBodyMs,
-    localMarks: createLocalMarks(services.now, services.clock),
+    localMarks,
   };
   const store = await openConfigStore(first, source, parts);
   const entry = createEntry(

@@ -63,6 +63,13 @@ const REVOCATIONS_UNAVAILABLE = errorReply(
   { "retry-after": "1" },
 );
 
+// A 503 for a store that cannot be reached is logged and counted with the decision the limits
+// stage gives its own.
+function unavailable(ctx: RequestContext, reply: Reply): Reply {
+  ctx.decision = "limits_unavailable";
+  return reply;
+}
+
 // Beyond `tokens.failure_limit`, an IP's new tokens are refused unverified, as the limits refuse.
 function tooManyRefused(decision: FailureDecision, rule: FailureRule): Reply {
   const retryAfter = decision.retryAfterSeconds;
@@ -110,7 +117,7 @@ function bearerToken(ctx: RequestContext): string | Reply | typeof NO_CREDENTIAL
 /**
  * Requires a valid access token on `auth: bearer` routes (RFC 6750) and records its client in
  * `ctx.clientId` and its scopes in `ctx.scopes`. A token verified before answers from the cache, without a signature check. A
- * token that fails verification, other than by expiring, counts against its client IP in
+ * token that fails verification, other than by expiring or naming an unknown key, counts against its client IP in
  * `failures`; beyond the limit, the IP's tokens that are not in the cache are
  * refused without a check. A revoked token (RFC 7009, by its `jti` in `marks`) is refused. Its
  * 401 challenges are `challenge`'s, which point to the protected resource metadata.
@@ -137,7 +144,7 @@ export function createAuthenticateStage(
     token: VerifiedToken,
     revoked: boolean | "unavailable",
   ): Reply | undefined => {
-    if (revoked === "unavailable") return REVOCATIONS_UNAVAILABLE;
+    if (revoked === "unavailable") return unavailable(ctx, REVOCATIONS_UNAVAILABLE);
     if (revoked) return refuse("bearer_revoked", answers.revoked);
     ctx.clientId = token.clientId;
     ctx.scopes = token.scopes;
@@ -167,7 +174,7 @@ export function createAuthenticateStage(
   async function verifyNew(ctx: RequestContext, token: string, nowMs: number) {
     const ip = ctx.client.address;
     const early = await limiterCall(ctx, failures.peek(ip));
-    if (early === UNAVAILABLE) return LIMITS_UNAVAILABLE;
+    if (early === UNAVAILABLE) return unavailable(ctx, LIMITS_UNAVAILABLE);
     if (!early.allowed) {
       return refuse("bearer_rate_limited", tooManyRefused(early, settings.failureLimit));
     }
@@ -176,11 +183,14 @@ export function createAuthenticateStage(
       verified = await verifier.verify(token, nowMs);
     } catch (error) {
       if (!(error instanceof TokenRejected)) throw error;
-      // An expired token was signed by us: its client is renewing, not forging.
+      // Neither counts as a failure, the client did nothing wrong: an expired token was signed by
+      // us (its client is renewing, not forging), and after a restart with a generated key or a
+      // rotation every token a client holds names a kid no key has.
       if (error.reason === "expired") return refuse("bearer_expired", answers.expired);
+      if (error.reason === "unknown_kid") return refuse("bearer_unknown_kid", answers.invalid);
       const counted = await limiterCall(ctx, failures.failed(ip));
       return counted === UNAVAILABLE
-        ? LIMITS_UNAVAILABLE
+        ? unavailable(ctx, LIMITS_UNAVAILABLE)
         : refuse("bearer_invalid", answers.invalid);
     }
     return accept(ctx, verified, nowMs);

@@ -47,6 +47,7 @@ export function buildStages(config: Snapshot, deps: PipelineDeps): readonly Stag
     deps.limiterStore,
     config.tokens.failureLimit,
     services.now,
+    services.clock,
     outage,
   );
   // Used assertion ids and revoked tokens: in Redis with the limits when they are there.

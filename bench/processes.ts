@@ -5,6 +5,8 @@ import { fileURLToPath } from "node:url";
 
 const UPSTREAM = fileURLToPath(new URL("./upstream.js", import.meta.url));
 const BARE = fileURLToPath(new URL("./bare.js", import.meta.url));
+const BARE_UNDICI = fileURLToPath(new URL("./bare-undici.js", import.meta.url));
+const EXPRESS_STACK = fileURLToPath(new URL("./express-stack.js", import.meta.url));
 const CLI = fileURLToPath(new URL("../src/cli.js", import.meta.url));
 const STDERR_KEPT = 8192;
 const START_TIMEOUT_MS = 20_000;
@@ -77,6 +79,23 @@ export function startUpstream(): Promise<Served> {
 /** Starts the bare http-proxy-3 forwarder in front of `upstreamUrl`. */
 export function startBare(upstreamUrl: string, execArgv: string[]): Promise<Served> {
   return forkServed("bare http-proxy-3", BARE, [upstreamUrl], execArgv);
+}
+
+/** Starts the bare undici forwarder, the peer of the bare http-proxy-3 one, in front of `upstreamUrl`. */
+export function startBareUndici(upstreamUrl: string, execArgv: string[]): Promise<Served> {
+  return forkServed("bare undici", BARE_UNDICI, [upstreamUrl], execArgv);
+}
+
+/**
+ * Starts the Express stack in front of `upstreamUrl`, verifying tokens signed with the key in
+ * `keyFile` and requiring `scope`.
+ */
+export function startExpressStack(
+  upstreamUrl: string,
+  keyFile: string,
+  scope: string,
+): Promise<Served> {
+  return forkServed("express stack", EXPRESS_STACK, [upstreamUrl, keyFile, scope], []);
 }
 
 /** A port that was free a moment ago, for gatehouse's `listen`. */

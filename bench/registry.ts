@@ -11,7 +11,16 @@ import { measureKeys } from "./keys.js";
 import { prepareRedis } from "./redis.js";
 import { measureToken } from "./token.js";
 import { markdownSection, type Section } from "./report.js";
-import { bearer, forward, full, language, type Pairing, type Skip } from "./scenarios.js";
+import {
+  bareUndici,
+  bearer,
+  express,
+  forward,
+  full,
+  language,
+  type Pairing,
+  type Skip,
+} from "./scenarios.js";
 import type { Shared } from "./shared.js";
 import { prepareTracing } from "./tracing.js";
 import { prepareTrustedProxies } from "./trusted-proxies.js";
@@ -82,9 +91,26 @@ export const SCENARIOS: readonly Entry[] = [
     kind: "side-by-side",
     name: "full",
     description: "a token with the route's scope, a language, two rate limits and a quota",
-    goal: 1.1,
+    goal: 0.75,
     versus: "bare",
     prepare: full,
+  },
+  {
+    kind: "side-by-side",
+    name: "bare-undici",
+    description: "the full request through a bare undici forwarder, the floor on undici",
+    goal: 0.75,
+    versus: "bare",
+    prepare: bareUndici,
+  },
+  {
+    kind: "side-by-side",
+    name: "express",
+    description:
+      "the full request through Express, jose, express-rate-limit, http-proxy-middleware",
+    goal: 0.25,
+    versus: "Express",
+    prepare: express,
   },
   {
     kind: "side-by-side",
@@ -123,7 +149,7 @@ export const SCENARIOS: readonly Entry[] = [
     name: "full-redis",
     description:
       "the full request counted in a Redis of its own; references: full and redis of the same run",
-    goal: 1.2,
+    goal: 0.75,
     versus: "bare",
     prepare: prepareFullRedis,
   },

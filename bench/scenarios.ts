@@ -266,7 +266,38 @@ export async function fullRequest(
 
 /** `full`: the full request, through gatehouse and through the bare forwarder. */
 export async function full(shared: Shared): Promise<Pairing> {
-  const [gatehouse] = await shared.gatehouses();
-  const { path, headers } = await fullRequest(gatehouse, shared.secrets);
+  const { path, headers } = await sharedFullRequest(shared);
   return againstBare(shared, path, headers);
+}
+
+/** The full request, its token from the run's shared gatehouse processes. */
+async function sharedFullRequest(
+  shared: Shared,
+): Promise<{ path: string; headers: Record<string, string> }> {
+  const [gatehouse] = await shared.gatehouses();
+  return fullRequest(gatehouse, shared.secrets);
+}
+
+/**
+ * `bare-undici`: the full request through the bare http-proxy-3 forwarder and through its peer on
+ * undici's dispatcher: the floor a forwarder on undici reaches on the same machine.
+ */
+export async function bareUndici(shared: Shared): Promise<Pairing> {
+  const { path, headers } = await sharedFullRequest(shared);
+  return {
+    baseline: { label: "bare http-proxy-3", served: await shared.bares(), path, headers },
+    candidate: { label: "bare undici", served: await shared.bareUndicis(), path, headers },
+  };
+}
+
+/**
+ * `express`: the full request through gatehouse and through an Express stack doing the same work
+ * (token, scope, language, two rate limits, forwarding).
+ */
+export async function express(shared: Shared): Promise<Pairing> {
+  const { path, headers } = await sharedFullRequest(shared);
+  return {
+    baseline: { label: "Express stack", served: await shared.expressStacks(), path, headers },
+    candidate: { label: "gatehouse", served: await shared.gatehouses(), path, headers },
+  };
 }

@@ -10,8 +10,23 @@ import { join } from "node:path";
 import type { LimitsContext } from "./limits-kit.js";
 import type { LoadOptions } from "./load.js";
 import { pin, type Pinning } from "./pin.js";
-import { freePort, startBare, startGatehouse, startUpstream, type Served } from "./processes.js";
-import { benchConfig, newSecrets, newSigningKey, type Secrets, type Variant } from "./scenarios.js";
+import {
+  freePort,
+  startBare,
+  startBareUndici,
+  startExpressStack,
+  startGatehouse,
+  startUpstream,
+  type Served,
+} from "./processes.js";
+import {
+  benchConfig,
+  newSecrets,
+  newSigningKey,
+  SCOPE,
+  type Secrets,
+  type Variant,
+} from "./scenarios.js";
 
 /** The run's processes, each started on first use, and what its own processes need. */
 export interface Shared {
@@ -21,6 +36,10 @@ export interface Shared {
   context(): Promise<LimitsContext>;
   /** Two bare forwarders in front of the upstream. */
   bares(): Promise<readonly [Served, Served]>;
+  /** Two bare undici forwarders, the bare http-proxy-3 ones' peers. */
+  bareUndicis(): Promise<readonly [Served, Served]>;
+  /** Two Express stacks doing the full request's work. */
+  expressStacks(): Promise<readonly [Served, Served]>;
   /** Two gatehouse processes with the same config, `benchConfig`, in front of the upstream. */
   gatehouses(): Promise<readonly [Served, Served]>;
   /**
@@ -66,19 +85,23 @@ export async function openShared(
     adopt(served);
     return pinned(served, "others");
   });
-  const bares = once(async () => {
-    const { url } = await upstream();
-    const pair: Served[] = [];
-    // Two processes of each kind: in the paired rounds each gatehouse process is measured
-    // against its own bare forwarder in turn, so that how fast one process happens to be (the
-    // same build has differed by 10% from one start to the next) weighs on both kinds alike.
-    for (let i = 0; i < 2; i++) {
-      const bare = await startBare(url, profiling);
-      adopt(bare);
-      pair.push(pinned(bare, "proxies"));
-    }
-    return pair as [Served, Served];
-  });
+  // Two processes of each kind: in the paired rounds each gatehouse process is measured against
+  // its own peer in turn, so that how fast one process happens to be (the same build has differed
+  // by 10% from one start to the next) weighs on both kinds alike.
+  const twoOf = (start: (upstreamUrl: string) => Promise<Served>) =>
+    once(async () => {
+      const { url } = await upstream();
+      const pair: Served[] = [];
+      for (let i = 0; i < 2; i++) {
+        const served = await start(url);
+        adopt(served);
+        pair.push(pinned(served, "proxies"));
+      }
+      return pair as [Served, Served];
+    });
+  const bares = twoOf((url) => startBare(url, profiling));
+  const bareUndicis = twoOf((url) => startBareUndici(url, profiling));
+  const expressStacks = twoOf((url) => startExpressStack(url, keyFile, SCOPE));
   const startPair = async (
     name: string,
     variant: Variant,
@@ -111,6 +134,8 @@ export async function openShared(
     secrets,
     context,
     bares,
+    bareUndicis,
+    expressStacks,
     gatehouses,
     variants: (name, variant) => startPair(name, variant, []),
     async close() {

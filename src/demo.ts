@@ -1,9 +1,13 @@
 /**
- * `npm run demo`: a small example upstream on 127.0.0.1:3000 and gatehouse in front of it with the
- * example config, plus a few curl lines to try. Ctrl-C stops both.
+ * `npm run demo`: gatehouse with the example config, a small example upstream where the config's
+ * `upstream.url` points (127.0.0.1:3000 in the example), and a few curl lines to try. Ctrl-C stops
+ * both. A port already taken is explained in one line, and the demo exits 1.
  */
-import { createServer } from "node:http";
-import { startGatehouse } from "./server.js";
+import { createServer, type Server } from "node:http";
+import { ConfigError } from "./config/load.js";
+import { configErrorText } from "./cli/serve.js";
+import { ListenError } from "./http/listen.js";
+import { startGatehouse, type Gatehouse } from "./server.js";
 
 const DEMO_CLIENT = "reporting-app";
 const DEMO_SECRET = "demo-reporting-app-secret-7f3a9c2e";
@@ -20,14 +24,54 @@ const upstream = createServer((req, res) => {
     }),
   );
 });
-await new Promise<void>((done) => upstream.listen(3000, "127.0.0.1", done));
 
-const gatehouse = await startGatehouse({
-  configPath: process.env.GATEHOUSE_CONFIG ?? "proxy.config.yaml",
+// Ends the demo with one line on stderr: a problem the user can fix is not a crash.
+function fail(line: string): never {
+  process.stderr.write(line);
+  process.exit(1);
+}
+
+async function startProxy(configPath: string): Promise<Gatehouse> {
+  try {
+    return await startGatehouse({ configPath });
+  } catch (error) {
+    if (error instanceof ConfigError) fail(configErrorText(error));
+    if (error instanceof ListenError) fail(`demo: ${error.message}\n`);
+    throw error;
+  }
+}
+
+// The example upstream listens where the config sends requests.
+function listenAsUpstream(server: Server, url: URL, configPath: string): Promise<void> {
+  const host = url.hostname.replace(/^\[(.*)\]$/, "$1");
+  const port = Number(url.port || (url.protocol === "https:" ? 443 : 80));
+  return new Promise((done, failed) => {
+    server.once("error", (error: NodeJS.ErrnoException) =>
+      error.code === "EADDRINUSE" || error.code === "EACCES" || error.code === "EADDRNOTAVAIL"
+        ? failed(
+            new Error(
+              `demo: the example upstream cannot listen on ${url.host} (${error.code}), where ` +
+                `upstream.url in ${configPath} points: stop what listens there, or run the demo on a ` +
+                `copy whose upstream.url names a free port (GATEHOUSE_CONFIG=copy.yaml npm run demo)\n`,
+            ),
+          )
+        : failed(error),
+    );
+    server.listen(port, host, () => done());
+  });
+}
+
+const configPath = process.env.GATEHOUSE_CONFIG || "proxy.config.yaml";
+const gatehouse = await startProxy(configPath);
+const upstreamUrl = gatehouse.config().upstream.url;
+await listenAsUpstream(upstream, upstreamUrl, configPath).catch(async (error: Error) => {
+  await gatehouse.shutdown();
+  fail(error.message);
 });
+
 const base = `http://127.0.0.1:${gatehouse.address.port}`;
 process.stderr.write(`
-gatehouse is listening on ${base}, in front of the example upstream on http://127.0.0.1:3000.
+gatehouse is listening on ${base}, in front of the example upstream on ${upstreamUrl.origin}.
 Try:
 
   curl -i ${base}/status

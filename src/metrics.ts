@@ -37,6 +37,8 @@ export interface Metrics {
   readonly issuerKeyFetches: Counter<"issuer" | "result">;
   /** Bearer tokens whose signature and claims were checked and accepted, by issuer name. */
   readonly bearerTokensVerified: Counter<"issuer">;
+  /** Request headers not forwarded for a `_` in their name, by reason (underscore, alias). */
+  readonly requestHeadersDropped: Counter<"reason">;
   /** Spans that could not be exported: the queue was full, or their export failed or timed out. */
   readonly traceSpansDropped: Counter;
 }
@@ -90,6 +92,25 @@ function issuerMetrics(
       name: "gatehouse_bearer_tokens_verified_total",
       help: 'Bearer tokens verified (signature and claims; not the ones answered from the cache), by issuer name ("own": gatehouse\'s).',
       labelNames: ["issuer"],
+      registers: [registry],
+    }),
+  };
+}
+
+/** What gatehouse chose not to pass on: request headers, and spans it could not export. */
+function droppedMetrics(
+  registry: Registry,
+): Pick<Metrics, "requestHeadersDropped" | "traceSpansDropped"> {
+  return {
+    requestHeadersDropped: new Counter({
+      name: "gatehouse_request_headers_dropped_total",
+      help: "Request headers not forwarded for a _ in their name: underscore (upstream.underscore_headers: drop), alias (kept, but it would read as a header gatehouse owns).",
+      labelNames: ["reason"],
+      registers: [registry],
+    }),
+    traceSpansDropped: new Counter({
+      name: "gatehouse_trace_spans_dropped_total",
+      help: "Spans not exported: the queue was full, or their export failed or timed out.",
       registers: [registry],
     }),
   };
@@ -167,10 +188,6 @@ export function createMetrics(): Metrics {
       help: "Refusals answered from this replica's record of Redis's refusals, without a Redis call.",
       registers: [registry],
     }),
-    traceSpansDropped: new Counter({
-      name: "gatehouse_trace_spans_dropped_total",
-      help: "Spans not exported: the queue was full, or their export failed or timed out.",
-      registers: [registry],
-    }),
+    ...droppedMetrics(registry),
   };
 }

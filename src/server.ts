@@ -93,13 +93,14 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
     lifecycle,
   };
 
+  const localMarks = createLocalMarks(services.now, services.clock);
   const parts: RuntimeParts = {
     services,
     forwarders: createForwarderPool(services),
-    limiterStores: await openLimiterStores(services, first.limits.stateFile),
+    limiterStores: await openLimiterStores(services, first.limits, localMarks),
     spanExports: createSpanExports(metrics.traceSpansDropped, services.now),
     tokenBodyMs: deadlines.tokenBodyMs,
-    localMarks: createLocalMarks(services.now, services.clock),
+    localMarks,
     issuerKeys: createIssuerKeys(services),
   };
   const store = await openConfigStore(first, source, parts);
@@ -116,8 +117,9 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
   const adminListen = options.adminListen ?? first.adminListen;
   const admin = createAdmin(services, () => store.current, adminListen.host);
   try {
-    await listenOn(server, options.listen ?? first.listen);
-    await listenOn(admin, adminListen);
+    const file = source.path;
+    await listenOn(server, { ...(options.listen ?? first.listen), key: "listen", file });
+    await listenOn(admin, { ...adminListen, key: "admin_listen", file });
   } catch (error) {
     // Nothing is served: let go of what was opened, so the caller's process can end.
     server.close();

@@ -1,5 +1,6 @@
 /** The admin listener's routes: /config without credentials, /version, and its error answers. */
 import { readFile } from "node:fs/promises";
+import { availableParallelism } from "node:os";
 import t from "tap";
 import { generateKeyPem } from "../src/tokens/keys.js";
 import { hashSecret } from "../src/tokens/secrets.js";
@@ -59,9 +60,32 @@ t.test("GET /config shows the config in force with its defaults", async (t) => {
   t.equal(config.upstream.url, upstream.url);
   t.equal(config.upstream.timeout, "2s");
   t.equal(config.logging.level, "info", "defaults are filled in");
+  const unused = {
+    jwks_file: null,
+    issuer: null,
+    rate_limit: null,
+    rate_limits: null,
+    quota: null,
+  };
   t.strictSame(config.clients, [
-    { id: "hashed-app", scopes: [] },
-    { id: "env-app", secret_env: "ADMIN_TEST_SECRET", scopes: [] },
+    {
+      id: "hashed-app",
+      secret_env: null,
+      ...unused,
+      plan: null,
+      scopes: [],
+      default_scopes: [],
+      resources: ["upstream"],
+    },
+    {
+      id: "env-app",
+      secret_env: "ADMIN_TEST_SECRET",
+      ...unused,
+      plan: null,
+      scopes: [],
+      default_scopes: [],
+      resources: ["upstream"],
+    },
   ]);
   t.equal(config.tokens.signing.key_file, "signing.pem", "the key's path, not the key");
   t.equal(
@@ -69,6 +93,87 @@ t.test("GET /config shows the config in force with its defaults", async (t) => {
     "redis://gatehouse@127.0.0.1:6379",
     "the URL without its password",
   );
+});
+
+// The keys a value of `shape` must show, as dotted paths; arrays and records by each member.
+function missingKeys(shape: SchemaShape, value: unknown, at: string): string[] {
+  if (Array.isArray(value)) {
+    return value.flatMap((member, i) => missingKeys(shape.items ?? {}, member, `${at}[${i}]`));
+  }
+  if (value === null || typeof value !== "object") return [];
+  const shown = value as Record<string, unknown>;
+  const missing: string[] = [];
+  for (const [key, child] of Object.entries(shape.properties ?? {})) {
+    if (key === "secret_hash") continue;
+    if (!(key in shown)) missing.push(`${at}.${key}`);
+    else missing.push(...missingKeys(child, shown[key], `${at}.${key}`));
+  }
+  if (typeof shape.additionalProperties === "object") {
+    for (const [key, child] of Object.entries(shown)) {
+      missing.push(...missingKeys(shape.additionalProperties, child, `${at}.${key}`));
+    }
+  }
+  return missing;
+}
+
+interface SchemaShape {
+  properties?: Record<string, SchemaShape>;
+  items?: SchemaShape;
+  additionalProperties?: SchemaShape | boolean;
+}
+
+t.test("GET /config shows every key of the schema, computed defaults as computed", async (t) => {
+  const config = json(await send(`${gh.adminUrl}/config`)) as Record<string, unknown> & {
+    tokens: { verify_concurrency: number; signing: Record<string, unknown> };
+    routes: Array<Record<string, unknown>>;
+    plans: Record<string, unknown>;
+  };
+  const schema = JSON.parse(await readFile("config.schema.json", "utf8")) as SchemaShape;
+  t.strictSame(missingKeys(schema, config, ""), [], "no key of the schema is left out");
+  t.equal(config.tokens.verify_concurrency, availableParallelism(), "the number of CPUs");
+  t.equal(config.tokens.signing.secret_env, null, "the alternative to key_file is null");
+  t.strictSame(config.routes[0], {
+    path: "/v1/items",
+    methods: ["GET"],
+    cost: 1,
+    auth: "bearer",
+    scopes: null,
+    scopes_any: null,
+  });
+  t.strictSame(config.plans, {});
+});
+
+t.test("GET /config names the plan a client falls back to, and Redis's default URL", async (t) => {
+  const other = await startTestGatehouse(
+    configFor(
+      upstream.url,
+      `tokens:
+  verify_concurrency: 3
+clients:
+  - id: plain
+    secret_env: ADMIN_TEST_SECRET
+plans:
+  default:
+    rate_limit: { limit: 5, window: 1m }
+`,
+    ),
+    { env: { ADMIN_TEST_SECRET: ENV_SECRET } },
+  );
+  t.teardown(() => other.close());
+  const config = json(await send(`${other.adminUrl}/config`)) as {
+    tokens: { verify_concurrency: number };
+    clients: Array<{ plan: string | null }>;
+    plans: { default: Record<string, unknown> };
+    limits: { redis: { url: string } };
+  };
+  t.equal(config.tokens.verify_concurrency, 3, "a value given is shown as given");
+  t.equal(config.clients[0]?.plan, "default", "a client without plan uses the plan default");
+  t.strictSame(config.plans.default, {
+    rate_limit: { limit: 5, window: "1m" },
+    rate_limits: null,
+    quota: null,
+  });
+  t.equal(config.limits.redis.url, "redis://127.0.0.1:6379");
 });
 
 t.test("GET /config shows no secret, secret hash or key", async (t) => {

@@ -87,7 +87,10 @@ t.test("npm start runs $GATEHOUSE_CONFIG when it is set", async (t) => {
   t.match(started.output, `"upstream":"${upstream.url}/"`, "listening in front of its upstream");
   const missing = await npmStart({ GATEHOUSE_CONFIG: join(dir, "absent.yaml") });
   t.not(missing.code, 0);
-  t.match(missing.output, /absent\.yaml:1:1 cannot be read \(ENOENT\)/);
+  t.match(
+    missing.output,
+    /absent\.yaml:1:1 cannot be read \(ENOENT\); name the configuration file with --config FILE or \$GATEHOUSE_CONFIG\n/,
+  );
   const scripts = (
     JSON.parse(await readFile("package.json", "utf8")) as {
       scripts: Record<string, string>;

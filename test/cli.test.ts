@@ -73,10 +73,13 @@ t.test("check reads $GATEHOUSE_CONFIG when --config is absent", async (t) => {
   );
 });
 
-t.test("check on a missing file says it cannot be read", async (t) => {
+t.test("check on a missing file says it cannot be read, and how to name another", async (t) => {
   const result = gatehouse(["check", "--config", "no/such/file.yaml"]);
   t.equal(result.status, 1);
-  t.equal(result.stderr, "no/such/file.yaml:1:1 cannot be read (ENOENT)\n");
+  t.equal(
+    result.stderr,
+    "no/such/file.yaml:1:1 cannot be read (ENOENT); name the configuration file with --config FILE or $GATEHOUSE_CONFIG\n",
+  );
 });
 
 t.test("usage errors exit 2; --help exits 0", async (t) => {

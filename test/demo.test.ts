@@ -3,6 +3,7 @@ import { mkdtemp, readFile, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import t from "tap";
+import { refusingPort } from "./helpers/ports.js";
 
 // `npm run demo` must work as printed: its token request and its protected call succeed.
 t.test("the demo serves the example config and its curl lines work", async (t) => {
@@ -13,6 +14,7 @@ t.test("the demo serves the example config and its curl lines work", async (t) =
     config,
     example
       .replace(/^listen: \S+/m, "listen: 127.0.0.1:0")
+      .replace(/^ {2}url: \S+/m, `  url: http://127.0.0.1:${await refusingPort()}`)
       .replace(/^admin_listen: \S+/m, "admin_listen: 127.0.0.1:0")
       .replace(/^logging:\n {2}level: info/m, "logging:\n  level: warn"),
   );
@@ -34,6 +36,8 @@ t.test("the demo serves the example config and its curl lines work", async (t) =
   t.ok(credentials, "the demo prints the client credentials to use");
   const [, id = "", secret = ""] = credentials ?? [];
 
+  t.match(printed, /in front of the example upstream on http:\/\/127\.0\.0\.1:\d+\./);
+  t.notMatch(printed, /:3000/, "the upstream is where the config points, not a fixed port");
   t.equal((await fetch(`${base}/status`)).status, 200);
   const tokenResponse = await fetch(`${base}/oauth/token`, {
     method: "POST",

@@ -20,8 +20,9 @@ interface Panel {
   targets?: Array<{ expr: string }>;
 }
 interface Dashboard {
-  __inputs: Array<{ name: string; type: string; pluginId: string }>;
-  templating: { list: Array<{ name: string; type: string; query: unknown }> };
+  templating: {
+    list: Array<{ name: string; type: string; query: unknown; datasource?: { uid?: string } }>;
+  };
   panels: Panel[];
 }
 interface Rules {
@@ -55,13 +56,34 @@ function metricNames(expr: string): { names: string[]; errors: number[] } {
 const panelExprs = dashboard.panels.flatMap((p) => (p.targets ?? []).map((q) => expand(q.expr)));
 const ruleExprs = rules.groups.flatMap((g) => g.rules.map((r) => r.expr));
 
-t.test("the dashboard imports with a Prometheus data source chosen at import", async (t) => {
-  t.match(dashboard.__inputs, [
-    { name: "DS_PROMETHEUS", type: "datasource", pluginId: "prometheus" },
-  ]);
-  t.ok(dashboard.templating.list.some((v) => v.type === "datasource" && v.query === "prometheus"));
+// Every `datasource` reference anywhere below `node`, with where it is.
+function datasourceRefs(node: unknown, at: string): Array<[string, unknown]> {
+  if (Array.isArray(node)) return node.flatMap((child, i) => datasourceRefs(child, `${at}[${i}]`));
+  if (node === null || typeof node !== "object") return [];
+  return Object.entries(node).flatMap(([key, child]): Array<[string, unknown]> =>
+    key === "datasource"
+      ? [[`${at}.${key}`, child], ...datasourceRefs(child, `${at}.${key}`)]
+      : datasourceRefs(child, `${at}.${key}`),
+  );
+}
+
+t.test("every panel queries the data source its variable declares", async (t) => {
+  const declared = dashboard.templating.list.filter((v) => v.type === "datasource");
+  t.equal(declared.length, 1, "one data-source variable");
+  t.equal(declared[0]?.query, "prometheus", "of Prometheus data sources");
+  const variable = `\${${declared[0]?.name ?? ""}}`;
+  const refs = [
+    ...datasourceRefs(dashboard.panels, "panels"),
+    ...datasourceRefs(
+      dashboard.templating.list.filter((v) => v.type !== "datasource"),
+      "templating",
+    ),
+  ];
+  t.ok(refs.length > dashboard.panels.length, "panels, their queries and the job variable");
+  for (const [where, ref] of refs) {
+    t.strictSame(ref, { type: "prometheus", uid: variable }, where);
+  }
   for (const panel of dashboard.panels.filter((p) => p.type !== "row")) {
-    t.equal(panel.datasource?.uid, "${DS_PROMETHEUS}", panel.title);
     t.ok((panel.targets ?? []).length > 0, `${panel.title} has a query`);
   }
   const titles = dashboard.panels.map((p) => p.title).join("\n");

@@ -208,6 +208,16 @@ t.test("each example's config passes gatehouse check --no-env", async (t) => {
   }
 });
 
+// A container's loopback is its own: a port published from it reaches only a listener on every
+// interface. The example a user runs on their own machine keeps strangers out instead.
+t.test("the containers listen on every interface, the quick start on loopback", async (t) => {
+  t.equal(kubeConfig.listen, "0.0.0.0:8080", "deploy/kubernetes.yaml");
+  t.equal(composeConfig.file.listen, "0.0.0.0:8080", composeConfigPath);
+  const example = parseConfigText(await readFile("proxy.config.yaml", "utf8"), "proxy.config.yaml");
+  t.equal(example.file.listen, "127.0.0.1:8080", "proxy.config.yaml");
+  t.equal(example.file.admin_listen, "127.0.0.1:9901", "proxy.config.yaml");
+});
+
 t.test(
   "compose: the admin token comes from a git-ignored env file docs/deploying.md makes",
   async (t) => {

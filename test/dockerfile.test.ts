@@ -144,7 +144,10 @@ t.test(
       env: { ...process.env, ...env },
     });
     t.equal(bare.status, 1, "nothing mounted: no config, no proxy");
-    t.equal(bare.stderr, `${etc}/proxy.config.yaml:1:1 cannot be read (ENOENT)\n`);
+    t.equal(
+      bare.stderr,
+      `${etc}/proxy.config.yaml:1:1 cannot be read (ENOENT); name the configuration file with --config FILE or $GATEHOUSE_CONFIG\n`,
+    );
 
     const upstream = await startUpstream();
     t.teardown(() => upstream.close());

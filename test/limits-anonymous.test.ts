@@ -153,6 +153,33 @@ t.test("behind a trusted proxy: rightmost untrusted hop, IPv6 /64, IPv4-mapped",
   t.strictSame(await via("203.0.113.8"), [200, "1"], "and IPv4 clients are not lumped together");
 });
 
+t.test("behind a trusted proxy: a hop written with a port is its address", async (t) => {
+  const g = await startTestGatehouse(anonymous(2, "trusted_proxies: [127.0.0.1]\n"));
+  t.teardown(() => g.close());
+  const via = async (xff: string) => {
+    const response = await fetch(`${g.url}/open`, { headers: { "x-forwarded-for": xff } });
+    await response.arrayBuffer();
+    return [response.status, response.headers.get("x-ratelimit-remaining")];
+  };
+  t.strictSame(await via("198.51.100.1:50123"), [200, "1"]);
+  t.strictSame(await via("198.51.100.1:50124"), [200, "0"], "another port: the same client");
+  t.strictSame(await via("198.51.100.1"), [429, "0"], "and without a port");
+  t.strictSame(await via("198.51.100.2:50123"), [200, "1"], "another address: its own bucket");
+  t.strictSame(await via("203.0.113.9:443"), [200, "1"], "and another");
+
+  t.strictSame(await via("[2001:db8:5::1]:8443"), [200, "1"]);
+  t.strictSame(await via("[2001:db8:5::2]:9000"), [200, "0"], "the same /64, another port");
+  t.strictSame(await via("[2001:db8:5::3]"), [429, "0"], "brackets without a port");
+  t.strictSame(await via("[2001:db8:6::1]:8443"), [200, "1"], "another /64: its own bucket");
+  t.strictSame(await via("[::ffff:192.0.2.5]:1"), [200, "1"]);
+  t.strictSame(await via("192.0.2.5:2"), [200, "0"], "mapped IPv4 with a port is that IPv4");
+
+  // Not an address: the header is not believed and the proxy's own address (the peer) counts.
+  t.strictSame(await via("198.51.100.3:http"), [200, "1"]);
+  t.strictSame(await via("[2001:db8:7::1]8443"), [200, "0"]);
+  t.strictSame(await via("[198.51.100.4]:80"), [429, "0"], "brackets hold IPv6 only");
+});
+
 /**
  * Why IPv6 peers cannot be tested here, or false when a `::` listener is reachable both over ::1
  * and, dual-stack, over ::ffff:127.0.0.1.

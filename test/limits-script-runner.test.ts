@@ -7,6 +7,7 @@ import t, { type Test } from "tap";
 import { eventually } from "./helpers/client.js";
 import { scriptPipes, serverSettings, startTestRedis, type TestRedis } from "./helpers/redis.js";
 import { systemClock } from "../src/clock.js";
+import { manualClock } from "./helpers/clock.js";
 import { createMetrics } from "../src/metrics.js";
 import { connectRedis, type RedisConnection } from "../src/limits/redis-connection.js";
 import { PIPE_CONNECTION_NAME } from "../src/limits/script-pipe.js";
@@ -92,4 +93,54 @@ t.test("a call while Redis is found stalled fails at once and is never sent", as
   redis.resume();
   t.ok(await eventually(async () => connection.healthy(), WAIT_MS), "answering again");
   t.equal(await calls(), sent, "the call made during the stall never reached Redis");
+});
+
+// A stalled Redis keeps its socket open; the health check needs a second without an answer to
+// see it. Meanwhile the first call to time out stops the others: a request whose revoked-token
+// lookup timed out does not wait a second timeout for its limits. Time is a manual clock, so the
+// health check cannot be the one that noticed.
+t.test("after a call times out, calls fail at once until Redis answers a PING", async (t) => {
+  const redis = await startTestRedis();
+  t.teardown(() => redis.close());
+  const clock = manualClock();
+  const connection = connectRedis(serverSettings(redis.url), {
+    log: pino({ level: "silent" }),
+    metrics: createMetrics(),
+    clock,
+  });
+  t.teardown(() => connection.close());
+  t.ok(await eventually(async () => connection.healthy(), WAIT_MS), "connected");
+  const runner = createScriptRunner(connection, ECHO, 1000, clock);
+  t.teardown(() => runner.close());
+  t.ok(
+    await eventually(async () => (await runner.run([0, "before"])) === "before", WAIT_MS),
+    "calls are answered",
+  );
+
+  redis.pause();
+  t.teardown(() => redis.resume());
+  const first = runner.run([0, "first"]);
+  clock.advance(1000);
+  // Through the pipe (its timeout, on the manual clock) or, while the pipe is not ready yet,
+  // through ioredis (its commandTimeout): either is a timeout.
+  await t.rejects(first, /no answer from Redis within|Command timed out/, "the first times out");
+  t.ok(connection.healthy(), "the health check has not seen the stall: still ready");
+  t.notOk(connection.callable(), "but no call is sent");
+  await t.rejects(runner.run([0, "second"]), /a call timed out/, "the next fails at once");
+  await t.rejects(
+    connection.watched(Promise.reject(new Error("another fault"))),
+    /another fault/,
+    "an outcome is passed on as it is",
+  );
+
+  redis.resume();
+  // The health check's timer moves with the clock: a PING is asked for again until one is answered.
+  t.ok(
+    await eventually(async () => {
+      clock.advance(500);
+      return connection.callable();
+    }, WAIT_MS),
+    "a PING answered: callable",
+  );
+  t.equal(await runner.run([0, "after"]), "after");
 });

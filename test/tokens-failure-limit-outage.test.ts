@@ -133,5 +133,13 @@ t.test("closed: 503 limits_unavailable, in the token endpoint's OAuth format", a
   t.equal(unverified.status, 503, "a token not verified before cannot be counted: 503");
   t.equal(unverified.headers["retry-after"], "1");
   t.match(json(unverified), { error: "limits_unavailable" });
+  const line = await g.logged(
+    (logged) => logged.requestId === unverified.headers["x-request-id"] && "status" in logged,
+  );
+  t.match(
+    line,
+    { status: 503, decision: "limits_unavailable" },
+    "logged with the limits' decision",
+  );
   t.ok((await metric(g, "gatehouse_limiter_store_errors_total", { on_outage: "closed" })) >= 2);
 });

@@ -50,8 +50,8 @@ const from = (ip: string, authorization?: string): Record<string, string> =>
     ? { "x-forwarded-for": ip }
     : { "x-forwarded-for": ip, authorization };
 
-const attempt = (ip: string, client: TestClient, secret = client.secret) =>
-  postToken(g.url, {
+const attempt = (ip: string, client: TestClient, secret = client.secret, url = g.url) =>
+  postToken(url, {
     headers: from(ip),
     body: form([
       ["client_id", client.id],
@@ -258,6 +258,29 @@ t.test("expired tokens are refused but not counted: their client is renewing", a
     const expired = await get(ip, old, clocked.url);
     t.equal(expired.status, 401, `expired token ${i}: 401`);
   }
-  const renewed = await obtainToken(clocked.url, READER);
+  const asked = await attempt(ip, READER, READER.secret, clocked.url);
+  t.equal(asked.status, 200, "a new token from that address: 200, not 429");
+  const renewed = asked.json.access_token as string;
   t.equal((await get(ip, renewed, clocked.url)).status, 200, "the renewed token passes at once");
+  for (let i = 1; i <= 3; i++) await get(ip, forged(renewed), clocked.url);
+  t.equal((await get(ip, forged(renewed), clocked.url)).status, 429, "bad signatures still count");
+});
+
+// After a restart with a generated key (or a key rotated out), every token a client holds names a
+// kid no key has: the client did nothing wrong and must get a new token, not a 429.
+t.test("tokens with an unknown kid are refused but not counted", async (t) => {
+  const before = await startTestGatehouse(await config());
+  const old = await obtainToken(before.url, READER);
+  await before.close();
+  const ip = "203.0.113.40";
+  for (let i = 1; i <= 10; i++) {
+    const refused = await get(ip, old);
+    t.equal(refused.status, 401, `unknown kid ${i}: 401`);
+    t.equal(json(refused).error, "invalid_token");
+  }
+  const asked = await attempt(ip, READER);
+  t.equal(asked.status, 200, "a new token from that address: 200, not 429");
+  t.equal((await get(ip, asked.json.access_token as string)).status, 200, "and it passes");
+  const text = await scrape(g);
+  t.ok(sampleValue(text, "gatehouse_auth_failures_total", { reason: "bearer_unknown_kid" }) >= 10);
 });

@@ -1,8 +1,9 @@
 /**
  * Authorization server metadata (RFC 8414) and protected resource metadata (RFC 9728) through
  * real sockets (docs/tokens.md, Metadata): each document member by member, the issuer-with-path
- * form, private_key_jwt and the revocation endpoint listed, empty members left out, 404 for an issuer that is no https URL, http on loopback accepted, and
- * neither path ever forwarded or counted.
+ * form, private_key_jwt and the revocation endpoint listed, empty members left out but the
+ * required response_types_supported, 404s saying why for an issuer or an audience that is no
+ * https URL, http on loopback accepted, and neither path ever forwarded or counted.
  */
 import t from "tap";
 import { exportJWK, generateKeyPair } from "jose";
@@ -72,6 +73,7 @@ t.test("authorization server metadata: RFC 8414 §2 members, issuer with a path"
     issuer: "https://auth.example.com/t/",
     token_endpoint: "https://auth.example.com/oauth2/token",
     jwks_uri: "https://auth.example.com/.well-known/jwks.json",
+    response_types_supported: [],
     grant_types_supported: ["client_credentials"],
     token_endpoint_auth_methods_supported: ["client_secret_basic", "client_secret_post"],
     scopes_supported: ["items:read", "reports:read"],
@@ -87,7 +89,10 @@ t.test("authorization server metadata: RFC 8414 §2 members, issuer with a path"
   // RFC 8414 §3.1: with a path in the issuer, the bare well-known path is not its metadata.
   const bare = await send(`${g.url}${AS_PATH}`);
   t.equal(bare.status, 404);
-  t.equal(json(bare).error, "not_found");
+  t.strictSame(json(bare), {
+    error: "not_found",
+    message: `the authorization server's metadata is served at ${AS_PATH}/t`,
+  });
   t.equal(upstream.received.length, before, "none of them was forwarded");
 });
 
@@ -111,6 +116,7 @@ t.test("protected resource metadata: RFC 9728 §2 members", async (t) => {
 t.test("empty members are left out; http is served on a loopback issuer", async (t) => {
   await use(
     `  issuer: http://localhost:8080
+  audience: http://127.0.0.1:8080
 `,
     false,
   );
@@ -119,14 +125,31 @@ t.test("empty members are left out; http is served on a loopback issuer", async 
     issuer: "http://localhost:8080",
     token_endpoint: "http://localhost:8080/oauth/token",
     jwks_uri: "http://localhost:8080/.well-known/jwks.json",
+    response_types_supported: [],
     grant_types_supported: ["client_credentials"],
     revocation_endpoint: "http://localhost:8080/oauth/revoke",
   });
   t.strictSame(json(await send(`${g.url}${PR_PATH}`)), {
-    resource: "upstream",
+    resource: "http://127.0.0.1:8080",
     authorization_servers: ["http://localhost:8080"],
     bearer_methods_supported: ["header"],
   });
+});
+
+t.test("an audience that is no https URL has no protected resource metadata", async (t) => {
+  for (const audience of ["upstream", "api://items", "http://api.example.com", "https://a/?x=1"]) {
+    await use(`  issuer: https://auth.example.com
+  audience: "${audience}"
+`);
+    const answer = await send(`${g.url}${PR_PATH}`);
+    t.equal(answer.status, 404, audience);
+    t.strictSame(json(answer), {
+      error: "not_found",
+      message:
+        "protected resource metadata is served only when tokens.audience is an https URL (http on a loopback host) without a query or fragment",
+    });
+    t.equal((await send(`${g.url}${AS_PATH}`)).status, 200, "the issuer's document is served");
+  }
 });
 
 t.test("private_key_jwt clients: the method and its algorithms at both endpoints", async (t) => {
@@ -144,6 +167,7 @@ t.test("private_key_jwt clients: the method and its algorithms at both endpoints
     issuer: "https://auth.example.com",
     token_endpoint: "https://auth.example.com/oauth/token",
     jwks_uri: "https://auth.example.com/.well-known/jwks.json",
+    response_types_supported: [],
     grant_types_supported: ["client_credentials"],
     token_endpoint_auth_methods_supported: methods,
     token_endpoint_auth_signing_alg_values_supported: algorithms,
@@ -161,6 +185,7 @@ t.test("private_key_jwt clients: the method and its algorithms at both endpoints
     issuer: "https://auth.example.com",
     token_endpoint: "https://auth.example.com/oauth/token",
     jwks_uri: "https://auth.example.com/.well-known/jwks.json",
+    response_types_supported: [],
     grant_types_supported: ["client_credentials"],
     token_endpoint_auth_methods_supported: ["private_key_jwt"],
     token_endpoint_auth_signing_alg_values_supported: ["ES256"],
@@ -171,15 +196,26 @@ t.test("private_key_jwt clients: the method and its algorithms at both endpoints
 });
 
 t.test("an issuer that is no https URL (nor http on loopback) serves no metadata", async (t) => {
+  const https = "an https URL (http on a loopback host) without a query or fragment";
   for (const issuer of ["gatehouse", "http://auth.example.com", "https://auth.example.com/?a=1"]) {
     await use(`  issuer: "${issuer}"
+  audience: https://api.example.com
 `);
     const before = upstream.received.length;
-    for (const path of [AS_PATH, PR_PATH, `${AS_PATH}/t`]) {
+    for (const path of [AS_PATH, `${AS_PATH}/t`]) {
       const answer = await send(`${g.url}${path}`);
       t.equal(answer.status, 404, `${issuer}: ${path}`);
-      t.equal(json(answer).error, "not_found");
+      t.strictSame(json(answer), {
+        error: "not_found",
+        message: `authorization server metadata is served only when tokens.issuer is ${https}`,
+      });
     }
+    const resource = await send(`${g.url}${PR_PATH}`);
+    t.equal(resource.status, 404, `${issuer}: ${PR_PATH}`);
+    t.strictSame(json(resource), {
+      error: "not_found",
+      message: `protected resource metadata is served only when tokens.issuer, its authorization server, is ${https}`,
+    });
     t.equal(upstream.received.length, before, "never forwarded");
   }
   const token = await send(`${g.url}/oauth/token`, {

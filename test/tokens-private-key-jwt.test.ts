@@ -1,7 +1,9 @@
 /**
  * private_key_jwt (RFC 7523 §2.2 and §3) through real sockets: assertions signed with jose for
- * ES256 and EdDSA clients are accepted once; every assertion a careful server refuses is
- * answered 401 invalid_client, the same body as a wrong secret; two methods at once are 400.
+ * ES256 and EdDSA clients are accepted once, with typ client-authentication+jwt, JWT or none, and
+ * without kid against a client with two keys; every assertion a careful server refuses is
+ * answered 401 invalid_client naming the rule it broke (never quoting the assertion) and logged
+ * with its client and reason; two methods at once are 400.
  */
 import t from "tap";
 import { SignJWT } from "jose";
@@ -25,6 +27,13 @@ const now = (): number => clock;
 
 const es = await keyClient("batch-es", "ES256");
 const ed = await keyClient("batch-ed", "EdDSA");
+// A client rotating keys lists two of one type: an assertion without kid may be either.
+const oldKey = await keyClient("batch-rotating", "ES256");
+const newKey = await keyClient("batch-rotating", "ES256");
+const rotating = {
+  ...newKey,
+  jwks: JSON.stringify({ keys: [oldKey.jwk, newKey.jwk] }),
+};
 const SECRET_CLIENT = { id: "reporting-app", secret: "a3f1c9d2e8b7a6f5c4d3e2f1a0b9c8d7" };
 const upstream = await startUpstream();
 t.teardown(() => upstream.close());
@@ -35,12 +44,12 @@ async function start(failureLimit: number) {
     `tokens:
   issuer: ${ISSUER}
   failure_limit: { limit: ${failureLimit}, window: 1h }
-${await clientsYaml([SECRET_CLIENT])}${keyClientsYaml([es, ed])}routes:
+${await clientsYaml([SECRET_CLIENT])}${keyClientsYaml([es, ed, rotating])}routes:
   - path: /v1/items
     methods: [GET]
 `,
   );
-  return startTestGatehouse(yaml, { now, files: jwksFiles([es, ed]) });
+  return startTestGatehouse(yaml, { now, files: jwksFiles([es, ed, rotating]) });
 }
 
 const g = await start(1000);
@@ -50,6 +59,11 @@ const INVALID_CLIENT = {
   error: "invalid_client",
   error_description: "client authentication failed",
 };
+
+/** The 401 invalid_client of an assertion that broke a rule, with its description. */
+function refusedFor(description: string) {
+  return { error: "invalid_client", error_description: description };
+}
 
 for (const client of [es, ed]) {
   t.test(`an ${client.alg} assertion gets a token that opens a protected route`, async (t) => {
@@ -74,14 +88,46 @@ t.test("client_id may accompany the assertion, naming its sub", async (t) => {
     ["client_id", ed.id],
   ]);
   t.equal(other.status, 401);
-  t.strictSame(other.json, INVALID_CLIENT);
+  t.strictSame(other.json, refusedFor("client_id must name the client assertion's sub"));
 });
 
-t.test("typ client-authentication+jwt is accepted, another typ refused", async (t) => {
+t.test("typ client-authentication+jwt or JWT is accepted, another typ refused", async (t) => {
   const typed = await assertion(es, now(), ISSUER, {}, { typ: "client-authentication+jwt" });
   t.equal((await assertionRequest(g.url, typed)).status, 200);
-  const jwt = await assertion(es, now(), ISSUER, {}, { typ: "at+jwt" });
-  t.equal((await assertionRequest(g.url, jwt)).status, 401);
+  // RFC 7519 §5.1: what the MCP SDK, authlib and Spring write.
+  const jwt = await assertion(es, now(), ISSUER, {}, { typ: "JWT" });
+  t.equal((await assertionRequest(g.url, jwt)).status, 200);
+  for (const typ of ["at+jwt", "jwt", "application/jwt"]) {
+    const other = await assertionRequest(g.url, await assertion(es, now(), ISSUER, {}, { typ }));
+    t.equal(other.status, 401, typ);
+    t.strictSame(
+      other.json,
+      refusedFor("the client assertion's typ must be client-authentication+jwt or JWT, or absent"),
+      typ,
+    );
+  }
+});
+
+t.test("an assertion without kid is tried against each of its client's keys", async (t) => {
+  for (const key of [oldKey, newKey]) {
+    const signed = await assertion(key, now(), ISSUER, {}, { kid: undefined });
+    t.equal((await assertionRequest(g.url, signed)).status, 200, String(key.jwk.kid));
+  }
+  const withKid = await assertion(oldKey, now(), ISSUER);
+  t.equal((await assertionRequest(g.url, withKid)).status, 200, "a kid still chooses one key");
+  const stranger = { ...(await keyClient(rotating.id, "ES256")) };
+  const forged = await assertion(stranger, now(), ISSUER, {}, { kid: undefined });
+  const refused = await assertionRequest(g.url, forged);
+  t.equal(refused.status, 401, "a key the client does not list");
+  t.strictSame(
+    refused.json,
+    refusedFor("the client assertion's signature does not verify with the client's keys"),
+  );
+  const unknownKid = await assertionRequest(g.url, await assertion(stranger, now(), ISSUER));
+  t.strictSame(
+    unknownKid.json,
+    refusedFor("no key of the client matches the client assertion's kid and alg"),
+  );
 });
 
 t.test(
@@ -92,41 +138,117 @@ t.test(
     for (const aud of [`${ISSUER}/oauth/token`, `${g.url}/oauth/token`, [ISSUER, "https://rs"]]) {
       const refused = await assertionRequest(g.url, await assertion(es, now(), ISSUER, { aud }));
       t.equal(refused.status, 401, JSON.stringify(aud));
-      t.strictSame(refused.json, INVALID_CLIENT);
+      t.strictSame(
+        refused.json,
+        refusedFor(`the client assertion's aud must be the issuer identifier alone: ${ISSUER}`),
+      );
       t.equal(refused.headers["www-authenticate"], 'Basic realm="gatehouse"');
     }
   },
 );
 
-t.test("a refused assertion: every failure is the same 401 invalid_client", async (t) => {
+t.test("a refused assertion: 401 invalid_client naming the rule it broke", async (t) => {
   const seconds = Math.floor(now() / 1000);
   const pub = Buffer.from(es.jwk.x as string, "base64url");
   const encode = (value: unknown) => Buffer.from(JSON.stringify(value)).toString("base64url");
   const claims = { iss: es.id, sub: es.id, aud: ISSUER, jti: "n", exp: seconds + 60 };
-  const cases: Array<[string, Promise<string>]> = [
-    ["expired beyond the tolerance", assertion(es, now(), ISSUER, { exp: seconds - 31 })],
-    ["exp more than 5 minutes ahead", assertion(es, now(), ISSUER, { exp: seconds + 331 })],
-    ["no exp", assertion(es, now(), ISSUER, { exp: undefined })],
-    ["no jti", assertion(es, now(), ISSUER, { jti: undefined })],
-    ["an empty jti", assertion(es, now(), ISSUER, { jti: "" })],
-    ["iss of another client", assertion(es, now(), ISSUER, { iss: ed.id })],
-    ["sub of another client", assertion(es, now(), ISSUER, { sub: ed.id })],
-    ["sub of a secret client", assertion(es, now(), ISSUER, { sub: SECRET_CLIENT.id })],
-    ["no aud", assertion(es, now(), ISSUER, { aud: undefined })],
-    ["alg none", Promise.resolve(`${encode({ alg: "none" })}.${encode(claims)}.`)],
-    ["alg none, signed", Promise.resolve(`${encode({ alg: "none" })}.${encode(claims)}.c2ln`)],
+  const alg = "the client assertion's alg must be one its client's keys allow: ES256";
+  const cases: Array<[string, Promise<string>, string]> = [
+    [
+      "expired beyond the tolerance",
+      assertion(es, now(), ISSUER, { exp: seconds - 31 }),
+      "the client assertion has expired (exp)",
+    ],
+    [
+      "exp more than 5 minutes ahead",
+      assertion(es, now(), ISSUER, { exp: seconds + 331 }),
+      "the client assertion's exp must be at most 300 seconds ahead",
+    ],
+    [
+      "no exp",
+      assertion(es, now(), ISSUER, { exp: undefined }),
+      "the client assertion must carry the exp claim",
+    ],
+    [
+      "no jti",
+      assertion(es, now(), ISSUER, { jti: undefined }),
+      "the client assertion must carry the jti claim",
+    ],
+    [
+      "an empty jti",
+      assertion(es, now(), ISSUER, { jti: "" }),
+      "the client assertion's jti must be a non-empty string",
+    ],
+    [
+      "iss of another client",
+      assertion(es, now(), ISSUER, { iss: ed.id }),
+      "the client assertion's iss and sub must both be the client id",
+    ],
+    [
+      "nbf in the future",
+      assertion(es, now(), ISSUER, { nbf: seconds + 60 }),
+      "the client assertion's nbf is in the future",
+    ],
+    [
+      "sub of another client",
+      assertion(es, now(), ISSUER, { sub: ed.id }),
+      "the client assertion's alg must be one its client's keys allow: EdDSA",
+    ],
+    [
+      "sub of a secret client",
+      assertion(es, now(), ISSUER, { sub: SECRET_CLIENT.id }),
+      "the client assertion's sub names no client that authenticates with private_key_jwt",
+    ],
+    [
+      "no aud",
+      assertion(es, now(), ISSUER, { aud: undefined }),
+      "the client assertion must carry the aud claim",
+    ],
+    [
+      "alg none",
+      Promise.resolve(`${encode({ alg: "none" })}.${encode(claims)}.`),
+      "the client assertion is not a compact JWS",
+    ],
+    ["alg none, signed", Promise.resolve(`${encode({ alg: "none" })}.${encode(claims)}.c2ln`), alg],
     [
       "HS256 keyed with the public key's bytes",
       new SignJWT(claims).setProtectedHeader({ alg: "HS256", kid: es.jwk.kid }).sign(pub),
+      alg,
     ],
-    ["signed by another client's key", assertion({ ...ed, id: es.id }, now(), ISSUER)],
-    ["not a JWS", Promise.resolve("not-a-jws")],
+    ["signed by another client's key", assertion({ ...ed, id: es.id }, now(), ISSUER), alg],
+    ["not a JWS", Promise.resolve("not-a-jws"), "the client assertion is not a compact JWS"],
   ];
-  for (const [name, signed] of cases) {
-    const answer = await assertionRequest(g.url, await signed);
+  for (const [name, signed, description] of cases) {
+    const sent = await signed;
+    const answer = await assertionRequest(g.url, sent);
     t.equal(answer.status, 401, name);
-    t.strictSame(answer.json, INVALID_CLIENT, name);
+    t.strictSame(answer.json, refusedFor(description), name);
+    t.equal(answer.headers["www-authenticate"], 'Basic realm="gatehouse"', name);
+    t.notOk(answer.body.toString("utf8").includes(sent), `${name}: the assertion is not echoed`);
   }
+});
+
+t.test("a refusal's log line names the client and the rule, never the assertion", async (t) => {
+  const sent = await assertion(ed, now(), ISSUER, { exp: Math.floor(now() / 1000) - 600 });
+  const answer = await assertionRequest(g.url, sent);
+  const line = await g.logged((entry) => entry.requestId === answer.headers["x-request-id"]);
+  t.match(line, {
+    msg: "client authentication refused",
+    client: ed.id,
+    reason: "assertion_expired",
+  });
+  const written = JSON.stringify(g.logs);
+  t.notOk(written.includes(sent.split(".")[2] as string), "no line holds the assertion");
+  const wrong = await postForm(g.url, "/oauth/token", [
+    ["client_id", SECRET_CLIENT.id],
+    ["client_secret", "not-the-secret"],
+  ]);
+  t.strictSame(wrong.json, INVALID_CLIENT, "a secret's refusal says no more than before");
+  const secretLine = await g.logged(
+    (entry) => entry.requestId === wrong.headers["x-request-id"] && entry.reason !== undefined,
+  );
+  t.match(secretLine, { client: SECRET_CLIENT.id, reason: "wrong_secret" });
+  t.notOk(JSON.stringify(g.logs).includes("not-the-secret"), "no line holds the secret");
 });
 
 t.test("an assertion within the clock tolerance is accepted", async (t) => {
@@ -140,7 +262,10 @@ t.test("a jti is accepted once until its exp", async (t) => {
   t.equal((await assertionRequest(g.url, signed)).status, 200);
   const replay = await assertionRequest(g.url, signed);
   t.equal(replay.status, 401, "the same assertion again");
-  t.strictSame(replay.json, INVALID_CLIENT);
+  t.strictSame(
+    replay.json,
+    refusedFor("the client assertion's jti was used before; sign a new one for each request"),
+  );
   const again = await assertion(ed, now(), ISSUER, { jti: "once" });
   t.equal((await assertionRequest(g.url, again)).status, 401, "a new assertion, the same jti");
   const other = await assertion(es, now(), ISSUER, { jti: "once" });
@@ -170,7 +295,7 @@ t.test("an assertion and a secret at once are 400 invalid_request", async (t) =>
     ["client_assertion", signed],
   ]);
   t.equal(otherType.status, 401, "an assertion type not served");
-  t.strictSame(otherType.json, INVALID_CLIENT);
+  t.strictSame(otherType.json, refusedFor(`client_assertion_type must be ${JWT_BEARER}`));
 });
 
 t.test("a private_key_jwt client cannot use a secret", async (t) => {

@@ -305,18 +305,21 @@ t.test(
       createMemoryStore({ now: Date.now, sweepEveryMs: 0 }),
       { limit: 2, windowMs: 60_000, window: "1m" },
       Date.now,
+      manualClock(),
       createOutage({ kind: "memory" }, createMetrics()),
     );
     const ip = "192.0.2.1";
     t.ok((await limiter.peek(ip)).allowed);
     const first = await limiter.attempt(ip);
     t.ok(first.allowed, "1st");
-    await limiter.succeeded(first);
-    t.ok((await limiter.attempt(ip)).allowed, "1st failure");
-    t.ok((await limiter.attempt(ip)).allowed, "2nd failure");
-    t.notOk((await limiter.peek(ip)).allowed, "the address is at the limit");
+    await limiter.settle(first, false);
+    await limiter.settle(await limiter.attempt(ip), true);
+    t.ok((await limiter.peek(ip)).allowed, "1 failure: under the limit");
+    await limiter.settle(await limiter.attempt(ip), true);
+    t.notOk((await limiter.peek(ip)).allowed, "2 failures: the address is at the limit");
     const refused = await limiter.attempt(ip);
     t.notOk(refused.allowed, "the 3rd attempt is over it");
+    t.notOk(refused.crowded, "refused, not crowded: the failures happened");
     t.ok(refused.retryAfterSeconds >= 1 && refused.retryAfterSeconds <= 60);
     t.ok((await limiter.attempt("192.0.2.2")).allowed, "another address has its own count");
     await limiter.failed("192.0.2.4");
@@ -325,6 +328,39 @@ t.test(
     t.notOk((await limiter.peek("192.0.2.4")).allowed, "two: at the limit, the address is refused");
   },
 );
+
+t.test("the failure limiter: attempts in flight crowd the budget but never refuse", async (t) => {
+  const clock = manualClock();
+  const limiter = createFailureLimiter(
+    createMemoryStore({ now: Date.now, sweepEveryMs: 0 }),
+    { limit: 2, windowMs: 60_000, window: "1m" },
+    Date.now,
+    clock,
+    createOutage({ kind: "memory" }, createMetrics()),
+  );
+  const ip = "192.0.2.9";
+  const one = await limiter.attempt(ip);
+  const two = await limiter.attempt(ip);
+  t.ok(one.allowed && two.allowed, "two in flight: the whole budget");
+  t.ok((await limiter.peek(ip)).allowed, "attempts in flight are no failures");
+  const third = await limiter.attempt(ip);
+  t.strictSame([third.allowed, third.crowded], [false, true], "the third is crowded, not refused");
+
+  let woken: boolean | undefined;
+  const waiting = limiter.settled(ip, 1000).then((settled) => (woken = settled));
+  const elsewhere = limiter.settled("192.0.2.10", 1000);
+  await limiter.settle(one, false);
+  t.equal(await waiting, true, "a settled attempt wakes the address's waiters");
+  const again = await limiter.attempt(ip);
+  t.ok(again.allowed, "and its room is taken by the next");
+  await limiter.settle(two, true);
+  await limiter.settle(again, true);
+  const over = await limiter.attempt(ip);
+  t.strictSame([over.allowed, over.crowded], [false, false], "two failures: refused");
+  clock.advance(1000);
+  t.equal(await elsewhere, false, "another address's waiter gives up at its wait");
+  t.equal(woken, true);
+});
 
 t.test("memoized: one call per key, and a failed one is tried again", async (t) => {
   const calls: string[] = [];

@@ -101,7 +101,7 @@ export function adminRoutes({ log, metrics, config, limits }: AdminContext): Adm
       method: "GET",
       kind: "operator",
       path: "/config",
-      handle: (_req, res) => sendJson(res, 200, publicConfig(config().file)),
+      handle: (_req, res) => sendJson(res, 200, publicConfig(config())),
     },
     {
       method: "GET",

@@ -49,7 +49,7 @@ export const COMMANDS: readonly Command[] = [
     name: "run",
     usage: "[run] [--config FILE]",
     summary: "run the proxy (the default command)",
-    help: `Serves until SIGTERM or SIGINT, then drains and exits 0; SIGHUP or a change to the file reloads it.\n${CONFIG_HELP}`,
+    help: `Serves until SIGTERM or SIGINT, then drains and exits 0. SIGHUP, or a change to the file or to a\nkey, JWKS or CA file it names, reloads it.\n${CONFIG_HELP}`,
     options: ["config"],
     maxArgs: 0,
     run: async ({ values, env }) => (await import("./serve.js")).run(configPath(values, env), env),

@@ -1,5 +1,5 @@
 /** `gatehouse run` and `gatehouse check`: the proxy itself, and the check of its file. */
-import { ConfigError, type ConfigProblem } from "../config/load.js";
+import { ConfigError, MissingConfigError, type ConfigProblem } from "../config/load.js";
 import { loadSnapshot } from "../config/snapshot.js";
 import { startGatehouse } from "../server.js";
 
@@ -10,6 +10,15 @@ function count(n: number, noun: string): string {
 
 function warningLines(file: string, warnings: readonly ConfigProblem[]): string {
   return warnings.map((w) => `${file}:${w.line}:${w.col} warning: ${w.message}\n`).join("");
+}
+
+/** What a command prints for a file it cannot use: a missing one says how to name another. */
+export function configErrorText(error: ConfigError): string {
+  const how =
+    error instanceof MissingConfigError
+      ? "; name the configuration file with --config FILE or $GATEHOUSE_CONFIG"
+      : "";
+  return `${error.message}${how}\n`;
 }
 
 /**
@@ -33,7 +42,7 @@ export async function check(
     return 0;
   } catch (error) {
     if (error instanceof ConfigError) {
-      process.stderr.write(`${error.message}\n`);
+      process.stderr.write(configErrorText(error));
       return 1;
     }
     throw error;
@@ -47,7 +56,7 @@ export async function run(configPath: string, env: NodeJS.ProcessEnv): Promise<n
     gatehouse = await startGatehouse({ configPath, env });
   } catch (error) {
     if (error instanceof ConfigError) {
-      process.stderr.write(`${error.message}\n`);
+      process.stderr.write(configErrorText(error));
       return 1;
     }
     process.stderr.write(`gatehouse: cannot start: ${(error as Error).message}\n`);

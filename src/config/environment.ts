@@ -7,6 +7,7 @@ import { readFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { resolve } from "node:path";
 import type { BuildProblem } from "./problem.js";
+import { fileHash, unreadableDigest, type FilesRead } from "./named-files.js";
 
 /** Where relative key files are found, and the variables secrets are read from. */
 export interface Surroundings {
@@ -59,23 +60,32 @@ function emptyFile(file: string, text: string, path: readonly PropertyKey[]): Bu
   return [{ path, message: `${JSON.stringify(file)} is empty${FILL[key]?.(file) ?? ""}` }];
 }
 
+/** Where key files are found, where their problems go, and where each file read is recorded. */
+export interface FileContext {
+  readonly baseDir: string;
+  readonly problems: BuildProblem[];
+  readonly read: FilesRead;
+}
+
 /**
- * Reads a key file (PEM, or a JWKS) named in the config, relative to `baseDir`; a file that cannot be read, or
- * is empty, is a problem pushed at `path`.
+ * Reads a key file (PEM, or a JWKS) named in the config, relative to `baseDir`, and records it in
+ * `read`; a file that cannot be read, or is empty, is a problem pushed at `path`.
  */
 export async function readPem(
-  baseDir: string,
+  { baseDir, problems, read }: FileContext,
   file: string,
   path: readonly PropertyKey[],
-  problems: BuildProblem[],
 ): Promise<string | undefined> {
+  const absolute = resolve(baseDir, file);
   let text: string;
   try {
-    text = await readFile(resolve(baseDir, file), "utf8");
+    text = await readFile(absolute, "utf8");
   } catch (error) {
+    read.set(absolute, unreadableDigest(error));
     problems.push(unreadableFile(file, error, path));
     return undefined;
   }
+  read.set(absolute, fileHash(text));
   const empty = emptyFile(file, text, path);
   problems.push(...empty);
   return empty.length === 0 ? text : undefined;

@@ -67,7 +67,9 @@ export const LimitsSchema = z.strictObject({
   state_file: z
     .string()
     .default("")
-    .describe("Memory store: counters are saved here on shutdown and read at start."),
+    .describe(
+      "Memory store: counters, revoked token ids and used assertion ids are saved here on shutdown and read at start.",
+    ),
   reset_header: z
     .enum(["seconds", "unix"], { error: "must be seconds or unix" })
     .default("seconds")

@@ -99,9 +99,15 @@ export async function readConfigText(path: string): Promise<string> {
     return await readFile(path, "utf8");
   } catch (error) {
     const reason = (error as NodeJS.ErrnoException).code ?? String(error);
-    throw new ConfigError(path, [{ line: 1, col: 1, message: `cannot be read (${reason})` }]);
+    const problems = [{ line: 1, col: 1, message: `cannot be read (${reason})` }];
+    throw reason === "ENOENT"
+      ? new MissingConfigError(path, problems)
+      : new ConfigError(path, problems);
   }
 }
+
+/** The configuration file does not exist: at a start, most likely the wrong one was named. */
+export class MissingConfigError extends ConfigError {}
 
 /** A problem found at an offset in the text, before it is given a line and a column. */
 type Found = { readonly offset: number; readonly message: string };

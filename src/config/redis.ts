@@ -8,6 +8,7 @@ import { durationMs } from "./duration.js";
 import { DEFAULT_REDIS_URL } from "./redis-schema.js";
 import type { FileConfig } from "./schema.js";
 import type { BuildProblem } from "./problem.js";
+import type { FilesRead } from "./named-files.js";
 import { readPem, unsetVariable } from "./environment.js";
 import type { RedisNode, RedisSettings, RedisTopology } from "../limits/plans.js";
 
@@ -18,6 +19,8 @@ export interface RedisBuildContext {
   readonly baseDir: string;
   readonly env: NodeJS.ProcessEnv;
   readonly problems: BuildProblem[];
+  /** Where the CA file is recorded when it is read. */
+  readonly read: FilesRead;
 }
 
 const SENTINEL_PORT = 26379;
@@ -85,9 +88,7 @@ export async function compileRedis(
   const urls = [redis.url ?? DEFAULT_REDIS_URL, ...redis.cluster, ...redis.sentinel.nodes];
   const { ca_file: caFile, server_name: serverName } = redis.tls;
   const ca =
-    caFile === ""
-      ? undefined
-      : await readPem(context.baseDir, caFile, [...base, "tls", "ca_file"], context.problems);
+    caFile === "" ? undefined : await readPem(context, caFile, [...base, "tls", "ca_file"]);
   const tls = urls.some((url) => url.startsWith("rediss://"))
     ? { ca, servername: serverName === "" ? undefined : serverName }
     : undefined;

@@ -3,7 +3,7 @@
  * errors) and, through `z.toJSONSchema`, the published `config.schema.json`.
  * Checks sit on the smallest part they concern, so one bad section does not hide errors in another;
  * they are in schema-checks.ts, the value types in schema-fields.ts, the limits and plans in
- * limits-schema.ts.
+ * limits-schema.ts, the upstream in upstream-schema.ts.
  */
 import { z } from "zod";
 import { crossChecks } from "./cross-checks.js";
@@ -21,19 +21,17 @@ import {
   checkRoutePattern,
   checkRouteScopes,
   checkTokens,
-  checkUpstreamUrl,
   oneRateForm,
 } from "./schema-checks.js";
 import { TracingSchema } from "./tracing-schema.js";
+import { UpstreamSchema } from "./upstream-schema.js";
 import { TrustedIssuersSchema } from "./issuers-schema.js";
 import {
   cidr,
   duration,
-  headerName,
   hostName,
   languageCode,
   listenAddress,
-  optionalHeaderName,
   ownPath,
   positiveDuration,
   positiveInt,
@@ -148,45 +146,7 @@ export const FileSchema = z
       .array(cidr)
       .default([])
       .describe("CIDRs whose X-Forwarded-For is believed (the rightmost untrusted hop wins)."),
-    upstream: z.strictObject(
-      {
-        url: z
-          .string({
-            error: (issue) =>
-              issue.input === undefined
-                ? "is required: the upstream's base URL, such as http://127.0.0.1:3000"
-                : "must be a URL string, such as http://127.0.0.1:3000",
-          })
-          .superRefine(checkUpstreamUrl)
-          .describe("The upstream's base URL (http or https, no userinfo)."),
-        timeout: positiveDuration("No response headers in this time: 504.").default("30s"),
-        max_sockets: positiveInt("Keep-alive pool size to the upstream.").default(256),
-        idle_timeout: positiveDuration(
-          "A pooled connection idle this long is closed; keep it below the upstream's own.",
-        ).default("4s"),
-        identity_header: headerName
-          .default("X-Client-Id")
-          .describe("Set to the authenticated client id; inbound copies are removed."),
-        issuer_header: optionalHeaderName
-          .default("X-Client-Issuer")
-          .describe(
-            'Set to the token\'s issuer name ("own" for gatehouse\'s); inbound copies are removed; "" for none.',
-          ),
-        scopes_header: optionalHeaderName
-          .default("X-Client-Scopes")
-          .describe('Set to the token\'s granted scopes; inbound copies are removed; "" for none.'),
-        forward_authorization: z
-          .boolean({ error: "must be true or false" })
-          .default(false)
-          .describe("Pass the bearer token on to the upstream."),
-      },
-      {
-        error: (issue) =>
-          issue.input === undefined
-            ? "is required, with at least url: the service gatehouse protects"
-            : "must be a mapping with at least url",
-      },
-    ),
+    upstream: UpstreamSchema,
     tokens: z
       .strictObject({
         path: ownPath.default("/oauth/token").describe("The token endpoint's path."),

@@ -4,7 +4,6 @@
  */
 import type { BuildProblem } from "./problem.js";
 import type { UpstreamSettings } from "../upstream/settings.js";
-import { createHash } from "node:crypto";
 import { dirname, resolve } from "node:path";
 import {
   ConfigError,
@@ -21,10 +20,17 @@ import type { FileConfig } from "./schema.js";
 import { compileRoutesInSlices, type RouteTable } from "../routes/table.js";
 import { compileLimits, type LimitsSettings } from "../limits/plans.js";
 import { compileLanguages, type LanguageSettings } from "../language/table.js";
-import { createEphemeralKeys, type EphemeralKeys, type KeyRing } from "../tokens/keys.js";
+import { createEphemeralKeys, type EphemeralKeys } from "../tokens/keys.js";
 import { createPlainSecrets, type PlainSecrets } from "../tokens/secrets.js";
 import { compileTokens, type TokenSettings } from "../tokens/settings.js";
 import { compileRedis } from "./redis.js";
+import {
+  digestNow,
+  fileHash,
+  identityOf,
+  type FileDigests,
+  type FilesRead,
+} from "./named-files.js";
 import { tracesUrl, type TracingSettings } from "../tracing/settings.js";
 
 /** A listening address. */
@@ -42,7 +48,9 @@ export interface Snapshot {
   readonly baseDir: string;
   /** sha256 of the file's text, hex: `gatehouse_config_info`'s `hash` label. */
   readonly hash: string;
-  /** sha256 of the file's text and the ids of the keys it names, hex: equal means unchanged. */
+  /** The config file and every file it names, by absolute path, with a digest of each. */
+  readonly files: FileDigests;
+  /** One digest of `files`, hex: equal means unchanged. */
   readonly identity: string;
   readonly listen: HostPort;
   readonly adminListen: HostPort;
@@ -77,6 +85,11 @@ export interface BuildOptions {
   readonly plainSecrets?: PlainSecrets;
   /** Parses and validates the text; by default on this thread. */
   readonly parse?: ParseConfig;
+  /**
+   * Records each file read, even when the reading fails: a reload that fails tells one bad
+   * content from another by them.
+   */
+  readonly read?: FilesRead;
 }
 
 /** Parses and validates config text, throwing ConfigError, on this thread or another. */
@@ -88,26 +101,45 @@ export type ParseConfig = (
 
 /** Reads, validates and builds the snapshot for `path`; throws ConfigError listing every problem. */
 export async function loadSnapshot(path: string, options: BuildOptions): Promise<Snapshot> {
-  const text = await readConfigText(path);
+  const read = options.read ?? new Map<string, string>();
+  let text: string;
+  try {
+    text = await readConfigText(path);
+  } catch (error) {
+    // Recorded as the watch sees it, by the reason it cannot be read.
+    read.set(resolve(path), await digestNow(resolve(path)));
+    throw error;
+  }
+  const hash = fileHash(text);
+  read.set(resolve(path), hash);
   const around = {
     env: options.env,
     baseDir: dirname(resolve(path)),
     withoutEnvironment: options.withoutEnvironment,
   };
   const parsed = await (options.parse ?? parseInline)(text, path, around);
-  return buildSnapshot(parsed, { ...options, source: path, text });
+  return buildSnapshot(parsed, { ...options, source: path, hash, read });
 }
 
-/** Builds a snapshot from a parsed file. */
+/**
+ * Builds a snapshot from a parsed file whose text hashes to `hash`; `read` already holds the
+ * config file and receives each file it names.
+ */
 export async function buildSnapshot(
   parsed: ParsedConfig,
-  options: BuildOptions & { readonly source: string; readonly text: string },
+  options: BuildOptions & {
+    readonly source: string;
+    readonly hash: string;
+    readonly read: FilesRead;
+  },
 ): Promise<Snapshot> {
   const { file } = parsed;
   const found: BuildProblem[] = [];
   const baseDir = dirname(resolve(options.source));
+  const { read } = options;
   const tokens = await compileTokens(file, {
     baseDir,
+    read,
     env: options.env,
     ephemeralKeys: options.ephemeralKeys ?? createEphemeralKeys(),
     plainSecrets: options.plainSecrets ?? createPlainSecrets(),
@@ -115,14 +147,15 @@ export async function buildSnapshot(
   });
   const redis =
     file.limits.store === "redis"
-      ? await compileRedis(file.limits.redis, { baseDir, env: options.env, problems: found })
+      ? await compileRedis(file.limits.redis, { baseDir, read, env: options.env, problems: found })
       : undefined;
   const snapshot: Snapshot = {
     file: deepFreeze(file),
     source: options.source,
     baseDir,
-    hash: fileHash(options.text),
-    identity: identity(options.text, tokens.keys),
+    hash: options.hash,
+    files: new Map(read),
+    identity: identityOf(read),
     listen: hostPort(file.listen),
     adminListen: hostPort(file.admin_listen),
     trustedProxies: file.trusted_proxies.length === 0 ? null : addressSet(file.trusted_proxies),
@@ -135,6 +168,7 @@ export async function buildSnapshot(
       scopesHeader: file.upstream.scopes_header.toLowerCase(),
       issuerHeader: file.upstream.issuer_header.toLowerCase(),
       forwardAuthorization: file.upstream.forward_authorization,
+      keepUnderscoreHeaders: file.upstream.underscore_headers === "keep",
     },
     routes: await compileRoutesInSlices(file.routes),
     limits: compileLimits(file, baseDir, redis),
@@ -174,19 +208,6 @@ function adminToken(
   if (unset === undefined) return env[name];
   problems.push(unset);
   return undefined;
-}
-
-/** sha256 of a config file's text, hex. */
-export function fileHash(text: string): string {
-  return createHash("sha256").update(text).digest("hex");
-}
-
-// The file's bytes and the keys it names (by their RFC 7638 thumbprints): a key file replaced
-// under an unchanged config is a change too.
-function identity(text: string, keys: KeyRing): string {
-  const hash = createHash("sha256").update(text);
-  for (const kid of [keys.current.kid, ...[...keys.byKid.keys()].sort()]) hash.update(`\n${kid}`);
-  return hash.digest("hex");
 }
 
 async function parseInline(

@@ -1,15 +1,18 @@
 /**
  * Holds what the running proxy uses (a snapshot and what is built from it) and swaps it whole on
  * reload, or changes nothing (envoyproxy/ratelimit `SetConfig`). Reloads come from SIGHUP and from
- * watching the config file's folder (file-watch.ts).
+ * watching the config file and the files it names (file-watch.ts).
  */
 import { setImmediate as nextTurn } from "node:timers/promises";
 import { resolve } from "node:path";
 import type { Logger } from "pino";
 import type { Metrics } from "../metrics.js";
 import type { FileConfig } from "./schema.js";
-import { watchConfigFile } from "./file-watch.js";
+import { keepBoundAddresses } from "./bound-addresses.js";
+import { watchConfigFiles } from "./file-watch.js";
 import { ConfigError } from "./load.js";
+import { changedFiles, identityOf, type FileDigests, type FilesRead } from "./named-files.js";
+import { createReloadFailures, type ReloadFailures } from "./reload-failures.js";
 import { parseForReload } from "./parse-off-thread.js";
 import { loadSnapshot, type BuildOptions, type Snapshot } from "./snapshot.js";
 
@@ -33,43 +36,44 @@ export interface ConfigStoreOptions<T extends { readonly config: Snapshot }> ext
 /** The runtime in force, swapped atomically. */
 export interface ConfigStore<T> {
   readonly current: T;
-  /** Re-reads the file; keeps the current runtime when the file is invalid. */
+  /** Re-reads the files; keeps the current runtime when one is invalid. */
   reload(trigger: string): Promise<ReloadResult>;
-  /** Starts watching the file's folder. */
+  /** Starts watching the files the config reads. */
   watch(): void;
   close(): void;
 }
 
-/** A snapshot and the runtime built for it, or why there is nothing to swap in. */
+/** A snapshot and the runtime built for it, or why there is nothing to swap in and what was read. */
 type Built<T> =
-  { readonly config: Snapshot; readonly next: T } | { readonly result: "failure" | "unchanged" };
+  | { readonly config: Snapshot; readonly next: T }
+  | { readonly result: "failure" | "unchanged"; readonly read: FileDigests };
 
-// Reads the file and builds its runtime; a failure or an unchanged file is counted and logged here.
+// Reads the files and builds their runtime; a failure or an unchanged reading is reported here.
 async function build<T extends { readonly config: Snapshot }>(
   options: ConfigStoreOptions<T>,
   current: T,
   trigger: string,
+  failures: ReloadFailures,
 ): Promise<Built<T>> {
-  const { log, metrics } = options;
+  const read: FilesRead = new Map();
   let config: Snapshot;
   try {
-    config = await loadSnapshot(options.path, { ...options, parse: parseForReload });
+    config = await loadSnapshot(options.path, { ...options, parse: parseForReload, read });
   } catch (error) {
-    metrics.configReloads.inc({ result: "failure" });
     const problems = error instanceof ConfigError ? error.message.split("\n") : [String(error)];
-    log.error({ trigger, problems }, "config reload failed; the running config stays in force");
-    return { result: "failure" };
+    failures.failed(identityOf(read), trigger, { problems });
+    return { result: "failure", read };
   }
   if (config.identity === current.config.identity) {
-    metrics.configReloads.inc({ result: "unchanged" });
-    return { result: "unchanged" };
+    failures.unchanged(trigger);
+    return { result: "unchanged", read };
   }
+  config = keepBoundAddresses(config, current.config, options.log);
   try {
     return { config, next: await options.prepare(config, current) };
   } catch (error) {
-    metrics.configReloads.inc({ result: "failure" });
-    log.error({ trigger, err: error }, "config reload failed; the running config stays in force");
-    return { result: "failure" };
+    failures.failed(config.identity, trigger, { err: error });
+    return { result: "failure", read };
   }
 }
 
@@ -97,8 +101,8 @@ interface ConfigChanges {
   /** Routes by path (the routes of one path together). */
   readonly routes?: NamedChanges;
   readonly clients?: NamedChanges;
-  /** Set when a key file changed under an unchanged config. */
-  readonly signingKeys?: true;
+  /** The files the config names (keys, JWKS, CA) whose content changed. */
+  readonly files?: string[];
 }
 
 function same(a: unknown, b: unknown): boolean {
@@ -171,13 +175,15 @@ async function configChanges(before: Snapshot, after: Snapshot): Promise<ConfigC
     grouped(a.clients, (c) => c.id),
     grouped(b.clients, (c) => c.id),
   );
+  const configFile = resolve(after.source);
+  const files = changedFiles(before.files, after.files).filter((path) => path !== configFile);
   return {
     sections,
     ...(plans && { plans }),
     ...(limits && { limits }),
     ...(routes && { routes }),
     ...(clients && { clients }),
-    ...(before.hash === after.hash && { signingKeys: true as const }),
+    ...(files.length > 0 && { files }),
   };
 }
 
@@ -190,24 +196,33 @@ export function createConfigStore<T extends { readonly config: Snapshot }>(
   let running: Promise<ReloadResult> | undefined;
   let again = false;
   let closed = false;
+  // The files to watch, with what the last reading found in them: the files in force, and those
+  // a failed reading read, so that fixing one is seen too.
+  let seen: FileDigests = current.config.files;
+  const failures = createReloadFailures(log, metrics);
   metrics.configHash.set({ hash: current.config.hash }, 1);
-  const fileWatch = watchConfigFile(resolve(options.path), log, {
+  const fileWatch = watchConfigFiles(log, {
     reload: () => void reload("file change"),
-    currentHash: () => current.config.hash,
+    files: () => seen,
   });
 
   async function reloadOnce(trigger: string): Promise<ReloadResult> {
-    const built = await build(options, current, trigger);
-    if (!("next" in built)) return built.result;
+    const built = await build(options, current, trigger, failures);
+    if (!("next" in built)) {
+      seen = new Map([...current.config.files, ...built.read]);
+      return built.result;
+    }
     const { config, next } = built;
     // Worked out before the swap (reloads run one at a time), so that the line saying the config
     // was reloaded is written in the same turn as the swap.
     const changed = await configChanges(current.config, config);
     const previous = current;
     current = next;
+    seen = config.files;
     metrics.configHash.reset();
     metrics.configHash.set({ hash: config.hash }, 1);
     metrics.configReloads.inc({ result: "success" });
+    failures.applied();
     options.onSwap?.(previous, next);
     log.info({ trigger, hash: config.hash, changed }, "config reloaded");
     return "success";

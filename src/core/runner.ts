@@ -55,7 +55,8 @@ function settle(
   if (outcome !== HANDLED) sendReply(ctx, outcome, services.lifecycle);
 }
 
-function fail(error: unknown, ctx: RequestContext, services: Services): void {
+/** Answers 500 for a request that gatehouse itself failed to handle, and logs why. */
+export function fail(error: unknown, ctx: RequestContext, services: Services): void {
   services.log.error({ err: error, requestId: ctx.requestId }, "request failed inside gatehouse");
   sendReply(
     ctx,

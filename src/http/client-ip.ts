@@ -21,11 +21,41 @@ export function peerAddress(req: IncomingMessage): string {
   return normalizeAddress(req.socket.remoteAddress ?? "");
 }
 
+// A port after a hop's address: what some proxies (Azure Application Gateway, IIS ARR) append.
+const PORT = /^:[0-9]{1,5}$/;
+
+/**
+ * The address a hop names, or undefined when it names none: `IP`, `IPv4:port`, `[IPv6]` or
+ * `[IPv6]:port` (the forms RFC 7239 §6 gives a node, which proxies also write into
+ * X-Forwarded-For), IPv4-mapped addresses folded. Read without the port, so one client's
+ * connections from different ports are one client.
+ */
+export function hopAddress(hop: string): string | undefined {
+  let address = hop;
+  if (hop.charCodeAt(0) === 91 /* [ */) {
+    const end = hop.indexOf("]");
+    const rest = hop.slice(end + 1);
+    if (end === -1 || (rest !== "" && !PORT.test(rest))) return undefined;
+    address = hop.slice(1, end);
+    if (!isIPv6(address)) return undefined;
+  } else {
+    const colon = hop.indexOf(":");
+    // One colon: IPv4 with a port (an IPv6 address without brackets has at least two).
+    if (colon !== -1 && colon === hop.lastIndexOf(":")) {
+      if (!PORT.test(hop.slice(colon))) return undefined;
+      address = hop.slice(0, colon);
+      if (parseIPv4(address) === -1) return undefined;
+    }
+  }
+  address = normalizeAddress(address);
+  return parseIPv4(address) === -1 && !isIPv6(address) ? undefined : address;
+}
+
 /**
  * The X-Forwarded-For hops that trusted proxies vouch for, left to right: walking from the right,
  * every trusted hop and then the first untrusted one (the client). What lies left of the client
- * was written by the client itself and is not believed. Empty when the header is absent or a hop
- * that would be believed is not an address.
+ * was written by the client itself and is not believed. Each hop is its address, without a port.
+ * Empty when the header is absent or a hop that would be believed is not an address.
  */
 export function vouchedHops(req: IncomingMessage, trusted: AddressSet): string[] {
   const forwarded = req.headers["x-forwarded-for"];
@@ -33,8 +63,8 @@ export function vouchedHops(req: IncomingMessage, trusted: AddressSet): string[]
   const hops = forwarded.split(",");
   const vouched: string[] = [];
   for (let i = hops.length - 1; i >= 0; i--) {
-    const hop = normalizeAddress((hops[i] as string).trim());
-    if (parseIPv4(hop) === -1 && !isIPv6(hop)) return [];
+    const hop = hopAddress((hops[i] as string).trim());
+    if (hop === undefined) return [];
     vouched.push(hop);
     if (!trusted.has(hop)) break;
   }

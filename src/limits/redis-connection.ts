@@ -8,6 +8,7 @@ import type { Logger } from "pino";
 import type { Metrics } from "../metrics.js";
 import type { RedisSettings } from "./plans.js";
 import { guardedConnector } from "./redis-sockets.js";
+import { PipeTimeout } from "./script-pipe.js";
 import { systemClock, type Clock } from "../clock.js";
 
 /** How often Redis is asked whether it answers, so readiness follows it within 2 s. */
@@ -22,8 +23,16 @@ const MAX_RECONNECT_DELAY_MS = 1000;
 /** One connection to one Redis deployment, shared by every store with its connection settings. */
 export interface RedisConnection {
   readonly client: Redis | Cluster;
-  /** Whether Redis is connected and answered its last health check in time. */
+  /** Whether Redis is connected and answered its last health check in time (readiness). */
   healthy(): boolean;
+  /**
+   * Whether a call may be sent now: healthy, and no call has timed out since Redis last answered
+   * a health check. A request whose first call timed out then pays no second timeout for its next
+   * call, and neither do the requests arriving during the stall before the health check sees it.
+   */
+  callable(): boolean;
+  /** Passes on `call`'s outcome, noting a timeout, which stops calls until Redis answers again. */
+  watched<T>(call: Promise<T>): Promise<T>;
   /** The `on_outage` of the config in force, which the outage line names; a reload may change it. */
   outagePolicy(policy: RedisSettings["onOutage"]): void;
   /** Stops the health checks and closes the connection; nothing is reported after. */
@@ -58,6 +67,17 @@ function nodeOptions(settings: RedisSettings): RedisOptions {
       ? {}
       : { tls: { ca: tls.ca, ...(tls.servername ? { servername: tls.servername } : {}) } }),
   };
+}
+
+// A call that reached Redis and got no answer within `timeout`: ioredis's commandTimeout, or a
+// script pipe's own.
+function isTimeout(error: unknown): boolean {
+  return error instanceof PipeTimeout || (error as Error).message === "Command timed out";
+}
+
+/** Why a call was not sent: the connection is not callable. */
+export function notCallable(): Error {
+  return new Error("Redis does not answer: its health check failed, or a call timed out");
 }
 
 const reconnectDelay = (attempt: number): number => Math.min(attempt * 100, MAX_RECONNECT_DELAY_MS);
@@ -149,6 +169,38 @@ const DURING_OUTAGE: Record<RedisSettings["onOutage"], string> = {
   closed: "answering 503 limits_unavailable and not ready until Redis answers",
 };
 
+/** Calls `lost` on every sign that the connection is lost. */
+function onLoss(client: Redis | Cluster, lost: (error: Error) => void): void {
+  // ioredis reports every failed connection attempt as an error event.
+  client.on("error", lost);
+  if (client instanceof Cluster) client.on("node error", lost);
+  client.on("close", () => lost(new Error("the connection to Redis closed")));
+}
+
+/**
+ * Since a call timed out, and until Redis answers a health check (asked for at once through
+ * `askNow`), calls are not sent: they fail at once, without dropping the connection or changing
+ * readiness, so a stall costs a request one timeout, not one per call.
+ */
+function timeoutGate(askNow: () => void) {
+  let timedOut = false;
+  return {
+    open: (): boolean => !timedOut,
+    answered(): void {
+      timedOut = false;
+    },
+    watched<T>(call: Promise<T>): Promise<T> {
+      return call.catch((error: unknown) => {
+        if (isTimeout(error)) {
+          timedOut = true;
+          askNow();
+        }
+        throw error;
+      });
+    },
+  };
+}
+
 /**
  * Connects to Redis in the background: an unreachable Redis is an outage, not a start error, and
  * the connection comes back by itself.
@@ -183,16 +235,12 @@ export function connectRedis(settings: RedisSettings, services: RedisServices): 
       `redis does not answer; on_outage is ${onOutage}: ${DURING_OUTAGE[onOutage]}`,
     );
   };
-  // ioredis reports every failed connection attempt as an error event.
-  client.on("error", (error: Error) => markAnswering(false, error));
-  if (client instanceof Cluster) {
-    client.on("node error", (error: Error) => markAnswering(false, error));
-  }
-  client.on("close", () => markAnswering(false, new Error("the connection to Redis closed")));
+  onLoss(client, (error) => markAnswering(false, error));
   // A PING slower than `timeout` fails like any command, but only a second without any answer
   // counts as a stall: one slow moment does not drop the connection.
   let lastAnswer = 0;
   let checking = false;
+  const gate = timeoutGate(() => check());
   const check = (): void => {
     if (client.status !== "ready") return;
     if (clock.monotonic() - lastAnswer > HEALTH_DEADLINE_MS) {
@@ -208,6 +256,7 @@ export function connectRedis(settings: RedisSettings, services: RedisServices): 
       .then(
         (able) => {
           lastAnswer = clock.monotonic();
+          if (able) gate.answered();
           markAnswering(able, able ? undefined : new Error("the cluster state is not ok"));
         },
         () => undefined,
@@ -221,9 +270,12 @@ export function connectRedis(settings: RedisSettings, services: RedisServices): 
     check();
   });
   const health = clock.every(HEALTH_INTERVAL_MS, check);
+  const healthy = (): boolean => answering === true && client.status === "ready";
   return {
     client,
-    healthy: () => answering === true && client.status === "ready",
+    healthy,
+    callable: () => gate.open() && healthy(),
+    watched: gate.watched,
     outagePolicy(policy) {
       onOutage = policy;
     },

@@ -21,7 +21,7 @@ import {
 import { createLocalBlocks } from "./local-blocks.js";
 import { createMemoryStore, type MemoryStore } from "./memory-store.js";
 import type { RedisSettings } from "./plans.js";
-import type { RedisConnection } from "./redis-connection.js";
+import { notCallable, type RedisConnection } from "./redis-connection.js";
 import type { Reply } from "./resp.js";
 import { createScriptRunner } from "./script-runner.js";
 
@@ -80,13 +80,13 @@ return 1
 /**
  * The shared marks over `connection` under `prefix`: an id used once is a key set with NX and an
  * expiry at its end, under its subject's hash tag; the revoked ids are one sorted set. Each call
- * fails at once while the health check finds Redis down, else within `redis.timeout`.
+ * fails at once while the connection is not callable, else within `redis.timeout`.
  */
 function sharedMarks(connection: RedisConnection, prefix: string, metrics: Metrics): SharedMarks {
-  const { client, healthy } = connection;
+  const { client, callable, watched } = connection;
   const revokedKey = `${prefix}{revoked}:jti`;
   const reachable = (): void => {
-    if (!healthy()) throw new Error("Redis does not answer its health check");
+    if (!callable()) throw notCallable();
     metrics.limiterRoundTrips.inc();
   };
   return {
@@ -94,18 +94,20 @@ function sharedMarks(connection: RedisConnection, prefix: string, metrics: Metri
       reachable();
       const key = `${prefix}{${subject}}:once:${id}`;
       const ttl = Math.max(1, untilMs - nowMs);
-      return (await client.set(key, "1", "PX", ttl, "NX")) === "OK";
+      return (await watched(client.set(key, "1", "PX", ttl, "NX"))) === "OK";
     },
     async revoke(subject, id, untilMs, nowMs, most) {
       reachable();
       // Under the {revoked} hash tag with the set of all, so one script on a Cluster sees both.
       const ofSubject = `${prefix}{revoked}:${subject}`;
       const args = [nowMs, untilMs, id, most];
-      return (await client.eval(REVOKE_SCRIPT, 2, revokedKey, ofSubject, ...args)) === 1;
+      return (await watched(client.eval(REVOKE_SCRIPT, 2, revokedKey, ofSubject, ...args))) === 1;
     },
     async revoked(nowMs) {
       reachable();
-      const flat = await client.zrangebyscore(revokedKey, `(${nowMs}`, "+inf", "WITHSCORES");
+      const flat = await watched(
+        client.zrangebyscore(revokedKey, `(${nowMs}`, "+inf", "WITHSCORES"),
+      );
       const ids = new Map<string, number>();
       for (let i = 0; i + 1 < flat.length; i += 2) ids.set(flat[i] as string, Number(flat[i + 1]));
       return ids;

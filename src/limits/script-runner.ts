@@ -11,7 +11,7 @@ import type { Socket } from "node:net";
 import type { ConnectionOptions, TLSSocket } from "node:tls";
 import { Cluster, type Redis } from "ioredis";
 import type { Clock } from "../clock.js";
-import type { RedisConnection } from "./redis-connection.js";
+import { notCallable, type RedisConnection } from "./redis-connection.js";
 import { ReplyError, type Reply } from "./resp.js";
 import { createScriptPipe, scriptSha, type PipeTarget, type ScriptPipe } from "./script-pipe.js";
 
@@ -140,10 +140,10 @@ function followCluster(cluster: Cluster, lua: string, timeoutMs: number, clock: 
 
 /**
  * A runner for `lua` on `connection`, which fails every call at once while the connection is not
- * healthy; calls through its pipes fail after `timeoutMs` on `clock`.
+ * callable; calls through its pipes fail after `timeoutMs` on `clock`.
  */
 export function createScriptRunner(
-  { client, healthy }: RedisConnection,
+  { client, callable, watched }: RedisConnection,
   lua: string,
   timeoutMs: number,
   clock: Clock,
@@ -165,11 +165,12 @@ export function createScriptRunner(
       : followServer(client, lua, timeoutMs, clock);
   return {
     run(args) {
-      // While the health check finds Redis stalled or down, a call fails at once (its request
-      // gets `on_outage`) instead of waiting on a connection that may stay open but silent.
-      if (!healthy()) return Promise.reject(new Error("Redis does not answer its health check"));
+      // While the health check finds Redis stalled or down, or since a call timed out, a call
+      // fails at once (its request gets `on_outage`) instead of waiting on a connection that
+      // may stay open but silent.
+      if (!callable()) return Promise.reject(notCallable());
       const pipe = pipes.pipeFor(String(args[1]));
-      return pipe === undefined ? viaClient(args) : pipe.call(args).catch(retried(args));
+      return watched(pipe === undefined ? viaClient(args) : pipe.call(args).catch(retried(args)));
     },
     close: () => pipes.close(),
   };

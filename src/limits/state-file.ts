@@ -1,6 +1,8 @@
 /**
  * The memory store's counters on disk, so a rolling restart does not hand every client a fresh
- * quota. Written on graceful shutdown, read at start; each counter keeps its own end, so a long
+ * quota, with the process's marks (revoked token ids, used assertion ids), so a restart does not
+ * make a revoked token valid again or a used assertion usable twice (RFC 7009 §2, RFC 7523 §3).
+ * Written on graceful shutdown, read at start; each counter and mark keeps its own end, so a long
  * window (a monthly quota) goes on where it was.
  */
 import { readFile, rename, writeFile } from "node:fs/promises";
@@ -8,17 +10,50 @@ import type { Logger } from "pino";
 import { z } from "zod";
 import type { MemoryStore, SavedCounter } from "./memory-store.js";
 
-// Version 2: one list of counters, each with its end. Files of version 1 (counters of the earlier
+/** One saved mark: an id held for a client until its end (epoch milliseconds). */
+export interface SavedMark {
+  readonly client: string;
+  readonly id: string;
+  readonly endsAt: number;
+}
+
+/** The marks of a process, as saved. */
+export interface SavedMarks {
+  readonly used: readonly SavedMark[];
+  readonly revoked: readonly SavedMark[];
+}
+
+/** Marks that can be saved with the counters and put back after a restart. */
+export interface MarksState {
+  /** Every mark that has not ended at `nowMs`. */
+  save(nowMs: number): SavedMarks;
+  /** Puts saved marks back; those that ended by `nowMs` are left out. */
+  restore(saved: SavedMarks, nowMs: number): void;
+}
+
+const MarkSchema = z.object({ client: z.string(), id: z.string(), endsAt: z.number() });
+
+// Version 2: one list of counters, each with its end, and the marks, which a file written before
+// they were saved does not have (it loads with none). Files of version 1 (counters of the earlier
 // limiter, by rule) are reported as unreadable: counters then start empty, as without a file.
 const StateSchema = z.object({
   version: z.literal(2),
   savedAt: z.number(),
   counters: z.array(z.object({ key: z.string(), value: z.number(), endsAt: z.number() })),
+  marks: z
+    .object({ used: z.array(MarkSchema), revoked: z.array(MarkSchema) })
+    .default({ used: [], revoked: [] }),
 });
+
+const NO_MARKS: SavedMarks = Object.freeze({ used: [], revoked: [] });
 
 /** What reading the state file found. */
 export type StateRead =
-  | { readonly kind: "loaded"; readonly counters: readonly SavedCounter[] }
+  | {
+      readonly kind: "loaded";
+      readonly counters: readonly SavedCounter[];
+      readonly marks: SavedMarks;
+    }
   | { readonly kind: "missing" }
   | { readonly kind: "invalid"; readonly reason: string };
 
@@ -39,25 +74,33 @@ export async function readStateFile(path: string): Promise<StateRead> {
   }
   const parsed = StateSchema.safeParse(json);
   if (!parsed.success) return { kind: "invalid", reason: z.prettifyError(parsed.error) };
-  return { kind: "loaded", counters: parsed.data.counters };
+  return { kind: "loaded", counters: parsed.data.counters, marks: parsed.data.marks };
 }
 
-/** Writes `counters` to `path` through a temporary file and a rename, so readers never see half. */
+/**
+ * Writes `counters` and `marks` to `path` through a temporary file and a rename, so readers never
+ * see half.
+ */
 export async function writeStateFile(
   path: string,
   counters: readonly SavedCounter[],
   nowMs: number,
+  marks: SavedMarks = NO_MARKS,
 ): Promise<void> {
   const temporary = `${path}.${process.pid}.tmp`;
-  await writeFile(temporary, JSON.stringify({ version: 2, savedAt: nowMs, counters }), {
+  await writeFile(temporary, JSON.stringify({ version: 2, savedAt: nowMs, counters, marks }), {
     mode: 0o600,
   });
   await rename(temporary, path);
 }
 
-/** Puts the counters saved at `path` back into `store`; problems are logged, never fatal. */
-export async function restoreCounters(
+/**
+ * Puts the counters saved at `path` back into `store`, and the marks into `marks`; problems are
+ * logged, never fatal.
+ */
+export async function restoreState(
   store: MemoryStore,
+  marks: MarksState,
   path: string,
   nowMs: number,
   log: Logger,
@@ -65,7 +108,15 @@ export async function restoreCounters(
   const read = await readStateFile(path);
   if (read.kind === "loaded") {
     store.restore(read.counters, nowMs);
-    log.info({ stateFile: path }, "limit counters restored from the state file");
+    marks.restore(read.marks, nowMs);
+    log.info(
+      {
+        stateFile: path,
+        revoked: read.marks.revoked.length,
+        usedAssertions: read.marks.used.length,
+      },
+      "limit counters and token marks restored from the state file",
+    );
   } else if (read.kind === "invalid") {
     // Starting with fresh counters beats not starting: the file is only an optimisation.
     log.warn(
@@ -75,16 +126,20 @@ export async function restoreCounters(
   }
 }
 
-/** Saves the counters of `store` to `path`; a failure is logged, so shutdown still completes. */
-export async function saveCounters(
+/**
+ * Saves the counters of `store` and the marks of `marks` to `path`; a failure is logged, so
+ * shutdown still completes.
+ */
+export async function saveState(
   store: MemoryStore,
+  marks: MarksState,
   path: string,
   nowMs: number,
   log: Logger,
 ): Promise<void> {
   try {
-    await writeStateFile(path, store.save(nowMs), nowMs);
-    log.info({ stateFile: path }, "limit counters saved to the state file");
+    await writeStateFile(path, store.save(nowMs), nowMs, marks.save(nowMs));
+    log.info({ stateFile: path }, "limit counters and token marks saved to the state file");
   } catch (error) {
     log.error({ stateFile: path, err: error }, "could not save the limit counters");
   }

@@ -1,15 +1,16 @@
 /**
- * The limiter stores of a process, outliving reloads: one memory store, its counters restored from
- * the state file at start and saved to it at shutdown, and the Redis stores, whose client is
+ * The limiter stores of a process, outliving reloads: one memory store, its counters (with the
+ * process's token marks) restored from the state file at start and saved to it at shutdown, and
+ * the Redis stores, whose client is
  * loaded with the first config that names Redis, never for the memory store. A plan that a reload
  * leaves alone keeps its counters, and a reload that changes only the prefix or outage policy
  * keeps the connection.
  */
 import type { CounterStore } from "./counters.js";
 import { createMemoryStore } from "./memory-store.js";
-import type { StoreSettings } from "./plans.js";
+import type { LimitsSettings, StoreSettings } from "./plans.js";
 import type { RedisStores, RedisStoresServices } from "./redis-stores.js";
-import { restoreCounters, saveCounters } from "./state-file.js";
+import { restoreState, saveState, type MarksState } from "./state-file.js";
 
 /** The registry of limiter stores. */
 export interface LimiterStores {
@@ -17,18 +18,33 @@ export interface LimiterStores {
   storeFor(settings: StoreSettings): CounterStore | Promise<CounterStore>;
   /** Closes the Redis stores and connections that `inForce` does not use (none: every one). */
   release(inForce: StoreSettings | undefined): Promise<void>;
-  /** At shutdown: saves the memory store's counters to `stateFile`, if any; closes every store. */
+  /**
+   * At shutdown: saves the memory store's counters and the marks to `stateFile`, if any; closes
+   * every store.
+   */
   close(stateFile: string | undefined): Promise<void>;
 }
 
-/** Creates the registry, restoring the memory store's counters from `stateFile`, if any. */
+/**
+ * Creates the registry for the limits in force at start, restoring the memory store's counters
+ * and `marks` from their `stateFile`, if any.
+ */
 export async function openLimiterStores(
   services: RedisStoresServices,
-  stateFile: string | undefined,
+  first: Pick<LimitsSettings, "store" | "stateFile">,
+  marks: MarksState,
 ): Promise<LimiterStores> {
   const { log, now, clock } = services;
   const memoryStore = createMemoryStore({ now, clock });
-  if (stateFile !== undefined) await restoreCounters(memoryStore, stateFile, now(), log);
+  const { stateFile } = first;
+  if (stateFile !== undefined) {
+    await restoreState(memoryStore, marks, stateFile, now(), log);
+  } else if (first.store.kind === "memory") {
+    // Redis keeps the marks for every replica; the memory store only in this process.
+    log.info(
+      "revoked tokens and used client assertions are kept in this process only and forgotten at a restart; limits.state_file keeps them",
+    );
+  }
   let redisStores: Promise<RedisStores> | undefined;
   const loadRedisStores = (): Promise<RedisStores> =>
     (redisStores ??= import("./redis-stores.js").then((module) =>
@@ -45,7 +61,7 @@ export async function openLimiterStores(
     },
     release,
     async close(stateFile) {
-      if (stateFile !== undefined) await saveCounters(memoryStore, stateFile, now(), log);
+      if (stateFile !== undefined) await saveState(memoryStore, marks, stateFile, now(), log);
       await release(undefined);
       memoryStore.close();
     },

@@ -1,11 +1,15 @@
 import type { UpstreamSettings } from "../upstream/settings.js";
 import { HANDLED, type Stage } from "../core/context.js";
 import type { Forwarder } from "../upstream/forwarder.js";
-import { createUpstreamHeaders } from "../upstream/request-headers.js";
+import { createUpstreamHeaders, type DroppedHeaders } from "../upstream/request-headers.js";
 
 /** Sends the request, as decided by the stages before, to the upstream; streams both ways. */
-export function createForwardStage(upstream: UpstreamSettings, forwarder: Forwarder): Stage {
-  const upstreamHeaders = createUpstreamHeaders(upstream);
+export function createForwardStage(
+  upstream: UpstreamSettings,
+  forwarder: Forwarder,
+  droppedHeaders: DroppedHeaders,
+): Stage {
+  const upstreamHeaders = createUpstreamHeaders(upstream, droppedHeaders);
   return function forward(ctx) {
     // Node hands only `Expect: 100-continue` to the server (others get 417): the client waits
     // for 100 Continue, sent only now that the request is known to go on (RFC 9110 §10.1.1).

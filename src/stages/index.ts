@@ -25,6 +25,7 @@ import type { Stage } from "../core/context.js";
 import type { Services } from "../core/services.js";
 import { createTokenMarks, type LocalMarks } from "../tokens/marks.js";
 import type { KeySetFor } from "../tokens/verify.js";
+import { bearerChallenge, metadataOf } from "../tokens/metadata.js";
 
 /** What the stages are built with besides the snapshot. */
 export interface PipelineDeps {
@@ -49,12 +50,16 @@ export function buildStages(config: Snapshot, deps: PipelineDeps): readonly Stag
     deps.limiterStore,
     config.tokens.failureLimit,
     services.now,
+    services.clock,
     outage,
   );
   // Used assertion ids and revoked tokens: in Redis with the limits when they are there.
   const marks = createTokenMarks(deps.limiterStore.shared, deps.localMarks, outage, {
     failed: (error) => services.log.debug({ err: error }, "token marks not shared"),
   });
+  // The metadata documents, and the challenge of a bearer route that points to the resource's.
+  const metadata = metadataOf(config.tokens);
+  const challenge = bearerChallenge(metadata);
   return Object.freeze([
     // First, so that every answer (a 400 too) carries X-Request-Id.
     createRequestIdStage(services.newId),
@@ -71,21 +76,21 @@ export function buildStages(config: Snapshot, deps: PipelineDeps): readonly Stag
     // The token and revocation endpoints: gatehouse's own paths too, before the allowlist.
     createTokenEndpointStage(config.tokens, failures, marks, services, deps.tokenBodyMs),
     // The JWKS and the RFC 8414 and RFC 9728 metadata: public, uncounted, before the allowlist.
-    createMetadataStage(config.tokens),
+    createMetadataStage(config.tokens, metadata),
     // The allowlist: 404 and 405 never reach the limiter.
     createRouteStage(config.routes),
     // 401 and 400 for the bearer token (a revoked one too) come after 404/405 and before anything
     // counts.
-    createAuthenticateStage(config.tokens, failures, marks, services, deps.keySetFor),
+    createAuthenticateStage(config.tokens, failures, marks, services, deps.keySetFor, challenge),
     // 403 for a token without the route's scopes: known only once the token is, and before
     // anything counts, so a refused request is neither counted nor forwarded.
-    createScopesStage(config.routes),
+    createScopesStage(config.routes, challenge),
     // After the route (only forwarded requests) and before the limits, so a refused
     // translation parameter (400) is never counted.
     createLanguageStage(config.languages),
     // Last before forwarding: only a request that would be forwarded is counted, and everything
     // it can be refused for (401, 400) has been checked, so those answers carry no limit headers.
     createLimitsStage(config.limits, deps.limiterStore, services),
-    createForwardStage(config.upstream, deps.forwarder),
+    createForwardStage(config.upstream, deps.forwarder, services.metrics.requestHeadersDropped),
   ]);
 }

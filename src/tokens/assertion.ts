@@ -5,6 +5,7 @@
  * the `jti` was seen before is the caller's question (replay.ts).
  */
 import { decodeJwt, errors, jwtVerify } from "jose";
+import type { ClientKeys } from "./client-keys.js";
 import type { ClientRegistry } from "./settings.js";
 
 /** RFC 7521 §4.2: the value of `client_assertion_type` for a JWT (RFC 7523 §2.2). */
@@ -21,22 +22,53 @@ export interface VerifiedAssertion {
   readonly untilMs: number;
 }
 
-/** Why an assertion was refused; the reason feeds metrics, never the client's answer. */
+/**
+ * The rule an assertion broke: named in the refusal's `error_description`, its log line and its
+ * metric (`assertion_<rule>`), a fixed set so the metric's labels stay bounded.
+ */
+export type AssertionRule =
+  | "malformed"
+  | "unknown_client"
+  | "typ"
+  | "alg"
+  | "key"
+  | "signature"
+  | "issuer"
+  | "claims"
+  | "expired"
+  | "not_yet_valid"
+  | "audience"
+  | "lifetime"
+  | "jti"
+  | "replay"
+  | "other_client";
+
+/**
+ * Why an assertion was refused: the rule, a description that never quotes the assertion, and
+ * the listed client it named, if any.
+ */
 export class AssertionRejected extends Error {
   constructor(
-    readonly reason: "malformed" | "unknown_client" | "invalid",
+    readonly rule: AssertionRule,
     message: string,
+    readonly client?: string,
   ) {
     super(message);
     this.name = "AssertionRejected";
   }
 }
 
+const UNKNOWN_CLIENT = new AssertionRejected(
+  "unknown_client",
+  "the client assertion's sub names no client that authenticates with private_key_jwt",
+);
+
 const COMPACT_JWS = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
 
-// draft-ietf-oauth-rfc7523bis (explicit typing): an assertion may say what it is; any other typ
-// is a JWT made for something else (an access token, an ID token) and is refused.
-const ASSERTION_TYP = "client-authentication+jwt";
+// draft-ietf-oauth-rfc7523bis (explicit typing) names client-authentication+jwt; RFC 7519 §5.1's
+// JWT is what the MCP SDK, authlib and Spring send, and says nothing more than "a JWT". Any other
+// typ is a JWT made for something else (an access token, an ID token) and is refused.
+const ASSERTION_TYPES: ReadonlySet<string> = new Set(["client-authentication+jwt", "JWT"]);
 
 /** What checking assertions needs from the token settings. */
 export interface AssertionSettings {
@@ -50,18 +82,102 @@ export interface AssertionSettings {
  */
 export function assertedClient(assertion: string, registry: ClientRegistry): string {
   if (!COMPACT_JWS.test(assertion)) {
-    throw new AssertionRejected("malformed", "the assertion is not a compact JWS");
+    throw new AssertionRejected("malformed", "the client assertion is not a compact JWS");
   }
   let sub: unknown;
   try {
     ({ sub } = decodeJwt(assertion));
   } catch {
-    throw new AssertionRejected("malformed", "the assertion's payload does not decode");
+    throw new AssertionRejected("malformed", "the client assertion's payload does not decode");
   }
   if (typeof sub !== "string" || !registry.assertionKeys.has(sub)) {
-    throw new AssertionRejected("unknown_client", "no private_key_jwt client has this sub");
+    throw UNKNOWN_CLIENT;
   }
   return sub;
+}
+
+type VerifyOptions = Parameters<typeof jwtVerify>[2];
+
+/**
+ * jwtVerify against the client's keys. RFC 7515 §4.1.4 makes `kid` optional: an assertion
+ * without one (the MCP SDK sends none) is tried against each of the client's keys that fits its
+ * `alg`, so a client rotating between two keys is not refused while both are listed.
+ */
+async function verifyWithKeys(assertion: string, keys: ClientKeys, options: VerifyOptions) {
+  try {
+    return await jwtVerify(assertion, keys.keySet, options);
+  } catch (error) {
+    if (!(error instanceof errors.JWKSMultipleMatchingKeys)) throw error;
+    for await (const key of error) {
+      try {
+        return await jwtVerify(assertion, key, options);
+      } catch (failed) {
+        if (!(failed instanceof errors.JWSSignatureVerificationFailed)) throw failed;
+      }
+    }
+    throw new errors.JWSSignatureVerificationFailed();
+  }
+}
+
+// What jose's refusal means for the client, in the words of the rule it broke.
+function rejection(error: unknown, keys: ClientKeys, client: string): AssertionRejected {
+  if (error instanceof errors.JWTExpired) {
+    return new AssertionRejected("expired", "the client assertion has expired (exp)", client);
+  }
+  if (error instanceof errors.JWTClaimValidationFailed) {
+    if (error.reason === "missing") {
+      return new AssertionRejected(
+        "claims",
+        `the client assertion must carry the ${error.claim} claim`,
+        client,
+      );
+    }
+    if (error.claim === "iss" || error.claim === "sub") {
+      return new AssertionRejected(
+        "issuer",
+        "the client assertion's iss and sub must both be the client id",
+        client,
+      );
+    }
+    if (error.claim === "nbf" || error.claim === "iat") {
+      return new AssertionRejected(
+        "not_yet_valid",
+        `the client assertion's ${error.claim} is in the future`,
+        client,
+      );
+    }
+    return new AssertionRejected(
+      "claims",
+      `the client assertion's ${error.claim} claim is not valid`,
+      client,
+    );
+  }
+  if (error instanceof errors.JWSSignatureVerificationFailed) {
+    return new AssertionRejected(
+      "signature",
+      "the client assertion's signature does not verify with the client's keys",
+      client,
+    );
+  }
+  if (error instanceof errors.JOSEAlgNotAllowed || error instanceof errors.JOSENotSupported) {
+    return new AssertionRejected(
+      "alg",
+      `the client assertion's alg must be one its client's keys allow: ${keys.algorithms.join(", ")}`,
+      client,
+    );
+  }
+  if (error instanceof errors.JWKSNoMatchingKey) {
+    return new AssertionRejected(
+      "key",
+      "no key of the client matches the client assertion's kid and alg",
+      client,
+    );
+  }
+  return new AssertionRejected(
+    "malformed",
+    "the client assertion is not a well-formed JWT",
+    client,
+  );
 }
 
 /** Verifies `assertion` for `clientId` at `nowMs`; rejects with AssertionRejected. */
@@ -73,9 +189,7 @@ export async function verifyAssertion(
   nowMs: number,
 ): Promise<VerifiedAssertion> {
   const keys = registry.assertionKeys.get(clientId);
-  if (keys === undefined) {
-    throw new AssertionRejected("unknown_client", "no private_key_jwt client has this id");
-  }
+  if (keys === undefined) throw UNKNOWN_CLIENT;
   const tolerance = settings.clockToleranceSeconds;
   let payload;
   let typ: string | undefined;
@@ -83,7 +197,7 @@ export async function verifyAssertion(
     ({
       payload,
       protectedHeader: { typ },
-    } = await jwtVerify(assertion, keys.keySet, {
+    } = await verifyWithKeys(assertion, keys, {
       algorithms: [...keys.algorithms],
       // RFC 7523 §3 items 1 and 2: iss and sub are the client id.
       issuer: clientId,
@@ -94,11 +208,14 @@ export async function verifyAssertion(
       requiredClaims: ["exp", "aud", "jti"],
     }));
   } catch (error) {
-    const expired = error instanceof errors.JWTExpired;
-    throw new AssertionRejected("invalid", expired ? "expired" : (error as Error).message);
+    throw rejection(error, keys, clientId);
   }
-  if (typ !== undefined && typ !== ASSERTION_TYP) {
-    throw new AssertionRejected("invalid", `typ must be ${ASSERTION_TYP} or absent`);
+  if (typ !== undefined && !ASSERTION_TYPES.has(typ)) {
+    throw new AssertionRejected(
+      "typ",
+      "the client assertion's typ must be client-authentication+jwt or JWT, or absent",
+      clientId,
+    );
   }
   // RFC 7523 §3 item 3 and draft-ietf-oauth-rfc7523bis (audience injection): the issuer
   // identifier is the only audience accepted; the token endpoint URL, or the issuer beside other
@@ -106,15 +223,27 @@ export async function verifyAssertion(
   const { aud } = payload;
   const audience = Array.isArray(aud) && aud.length === 1 ? aud[0] : aud;
   if (audience !== settings.issuer) {
-    throw new AssertionRejected("invalid", "aud must be the issuer identifier alone");
+    throw new AssertionRejected(
+      "audience",
+      `the client assertion's aud must be the issuer identifier alone: ${settings.issuer}`,
+      clientId,
+    );
   }
   const exp = payload.exp as number;
   if (exp > Math.floor(nowMs / 1000) + MAX_ASSERTION_SECONDS + tolerance) {
-    throw new AssertionRejected("invalid", `exp is more than ${MAX_ASSERTION_SECONDS} s ahead`);
+    throw new AssertionRejected(
+      "lifetime",
+      `the client assertion's exp must be at most ${MAX_ASSERTION_SECONDS} seconds ahead`,
+      clientId,
+    );
   }
   const { jti } = payload;
   if (typeof jti !== "string" || jti === "") {
-    throw new AssertionRejected("invalid", "jti must be a non-empty string");
+    throw new AssertionRejected(
+      "jti",
+      "the client assertion's jti must be a non-empty string",
+      clientId,
+    );
   }
   return { clientId, jti, untilMs: (exp + tolerance) * 1000 };
 }

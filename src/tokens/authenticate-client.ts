@@ -5,16 +5,16 @@
  * bound, and every failure counted against the client's address (`tokens.failure_limit`).
  */
 import type { IncomingMessage } from "node:http";
-import type { Clock } from "../clock.js";
 import type { ErrorCode } from "../http/error-codes.js";
 import { GatehouseError } from "../http/errors.js";
 import { fieldLines } from "../http/field-lines.js";
-import type { FailureDecision, FailureLimiter } from "../limits/failures.js";
+import type { AttemptDecision, FailureDecision, FailureLimiter } from "../limits/failures.js";
 import { HANDLED, type Reply, type RequestContext } from "../core/context.js";
 import type { Services } from "../core/services.js";
-import { JWT_BEARER_ASSERTION } from "./assertion.js";
-import type { ClientAuthenticator } from "./client-auth.js";
+import { AssertionRejected, JWT_BEARER_ASSERTION } from "./assertion.js";
+import { VERIFY_WAIT_MS, type ClientAuthenticator } from "./client-auth.js";
 import type { TokenMarks } from "./marks.js";
+import { readBody } from "./read-body.js";
 import {
   bodyType,
   parseBasicCredentials,
@@ -77,6 +77,10 @@ const ASSERTION_AND_SECRET = oauthError(
   "invalid_request",
   "the client must use one authentication method: a client assertion, Basic or a secret, not two",
 );
+// RFC 7521 §4.2.1: an assertion of a type not served is invalid_client.
+const OTHER_ASSERTION_TYPE = assertionRefused(
+  `client_assertion_type must be ${JWT_BEARER_ASSERTION}`,
+);
 const HALF_AN_ASSERTION = oauthError(
   400,
   "invalid_request",
@@ -95,6 +99,9 @@ export function retryShortly(what: string): Reply {
 }
 
 const TEMPORARILY_UNAVAILABLE = retryShortly("too many client authentications are being checked");
+const CROWDED = retryShortly(
+  "the client authentications being checked for this address hold its failure budget",
+);
 // Redis holds the used assertion ids and cannot be reached under `on_outage: closed`.
 const REPLAYS_UNAVAILABLE = retryShortly("used client assertions cannot be checked now");
 
@@ -134,8 +141,7 @@ function assertionCredentials(
   if (basic !== undefined || fields.clientSecret !== undefined) return ASSERTION_AND_SECRET;
   const { clientAssertion, clientAssertionType } = fields;
   if (clientAssertion === undefined || clientAssertionType === undefined) return HALF_AN_ASSERTION;
-  // RFC 7521 §4.2.1: an assertion of a type not served is invalid_client.
-  if (clientAssertionType !== JWT_BEARER_ASSERTION) return INVALID_CLIENT;
+  if (clientAssertionType !== JWT_BEARER_ASSERTION) return OTHER_ASSERTION_TYPE;
   return { assertion: clientAssertion, claimedId: fields.clientId };
 }
 
@@ -155,42 +161,6 @@ function chooseCredentials(
   }
   if (fields.clientId === undefined || fields.clientSecret === undefined) return INVALID_CLIENT;
   return { id: fields.clientId, secret: fields.clientSecret };
-}
-
-type Body = Buffer | "too_large" | "timeout" | "aborted";
-
-/** Reads the body up to `limit` bytes, giving up after `timeoutMs` (one timer per read). */
-function readBody(
-  req: IncomingMessage,
-  limit: number,
-  timeoutMs: number,
-  clock: Clock,
-): Promise<Body> {
-  return new Promise((resolve) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    const finish = (result: Body): void => {
-      timer.cancel();
-      req.off("data", onData);
-      req.off("end", onEnd);
-      req.off("error", onAbort);
-      req.off("close", onAbort);
-      resolve(result);
-    };
-    const onData = (chunk: Buffer): void => {
-      size += chunk.length;
-      if (size > limit) finish("too_large");
-      else chunks.push(chunk);
-    };
-    const onEnd = (): void => finish(Buffer.concat(chunks, size));
-    const onAbort = (): void => finish("aborted");
-    const timer = clock.after(timeoutMs, () => finish("timeout"));
-    req.on("data", onData);
-    req.on("end", onEnd);
-    req.on("error", onAbort);
-    // A close before the end means the client went away mid-body.
-    req.on("close", onAbort);
-  });
 }
 
 /** The failure limiter's store cannot be reached under `on_outage: closed`. */
@@ -227,9 +197,26 @@ async function limiterCall<T>(endpoint: Endpoint, call: Promise<T>): Promise<T> 
   }
 }
 
-// Counts a failed client authentication, then answers it.
-function fail(endpoint: Endpoint, reason: string, reply: Reply): Reply {
+// An assertion's refusal names the rule it broke (RFC 6749 §5.2 error_description): a client's
+// developer needs it and a guesser gains nothing; a secret's refusal stays INVALID_CLIENT.
+function assertionRefused(description: string): Reply {
+  return oauthError(401, "invalid_client", description, { "www-authenticate": BASIC_CHALLENGE });
+}
+
+// Counts a failed client authentication and logs it with the client it named, if any (never a
+// secret or an assertion), then answers it.
+function fail(
+  endpoint: Endpoint,
+  ctx: RequestContext,
+  reason: string,
+  reply: Reply,
+  client?: string,
+): Reply {
   endpoint.services.metrics.authFailures.inc({ reason });
+  endpoint.services.log.info(
+    { requestId: ctx.requestId, client, reason },
+    "client authentication refused",
+  );
   return reply;
 }
 
@@ -270,20 +257,23 @@ async function receiveCredentials(
 }
 
 // An assertion that verified: its jti is accepted once (RFC 7523 §3 item 7), and a client_id in
-// the body must name its subject (RFC 7521 §4.2). A string says why it was refused.
+// the body must name its subject (RFC 7521 §4.2). An AssertionRejected says why it was refused.
 async function checkAssertion(
   endpoint: Endpoint,
   credentials: AssertionCredentials,
   nowMs: number,
-): Promise<{ readonly clientId: string } | string | Reply> {
+): Promise<{ readonly clientId: string } | AssertionRejected | "busy" | Reply> {
   const checked = await endpoint.clients.checkAssertion(credentials.assertion, nowMs);
-  if (checked === "busy") return "busy";
-  if (checked instanceof Error) return `assertion_${checked.reason}`;
+  if (checked === "busy" || checked instanceof AssertionRejected) return checked;
   if (credentials.claimedId !== undefined && credentials.claimedId !== checked.clientId) {
-    return "assertion_other_client";
+    const message = "client_id must name the client assertion's sub";
+    return new AssertionRejected("other_client", message, checked.clientId);
   }
   const use = await endpoint.marks.firstUse(checked.clientId, checked.jti, checked.untilMs, nowMs);
-  if (use === "replayed") return "assertion_replayed";
+  if (use === "replayed") {
+    const message = "the client assertion's jti was used before; sign a new one for each request";
+    return new AssertionRejected("replay", message, checked.clientId);
+  }
   if (use === "full") return "busy";
   if (use === "unavailable") return REPLAYS_UNAVAILABLE;
   return { clientId: checked.clientId };
@@ -293,6 +283,71 @@ async function checkAssertion(
 export interface Authenticated {
   readonly clientId: string;
   readonly fields: TokenRequestFields;
+}
+
+/** A failed guess: why (for metrics and the log), its answer, and the listed client it named. */
+interface Refusal {
+  readonly reason: string;
+  readonly reply: Reply;
+  readonly client?: string | undefined;
+}
+
+/** The client a checked credential names, a failed guess, or the answer. */
+type Checked = { readonly clientId: string } | Refusal | "busy" | Reply;
+
+// Checks the credentials of an attempt already counted. "busy" (no turn for the check, a full
+// replay record) and a Reply (Redis down) are no failed guess; a Refusal is one.
+async function checkCredentials(endpoint: Endpoint, credentials: Credentials): Promise<Checked> {
+  const { settings, services } = endpoint;
+  if ("assertion" in credentials) {
+    const checked = await checkAssertion(endpoint, credentials, services.now());
+    if (!(checked instanceof AssertionRejected)) return checked;
+    const reply = assertionRefused(checked.message);
+    return { reason: `assertion_${checked.rule}`, reply, client: checked.client };
+  }
+  const checked = await endpoint.clients.check(credentials.id, credentials.secret);
+  if (checked === "busy") return "busy";
+  if (checked === "accepted") return { clientId: credentials.id };
+  const listed = settings.clients.secrets.has(credentials.id);
+  // Per client id, so an operator sees a guessing campaign that no address's count shows;
+  // ids the config does not list share one label, so a guesser cannot grow the label set.
+  services.metrics.tokenFailures.inc({ client: listed ? credentials.id : "unknown" });
+  const reason = listed ? "wrong_secret" : "unknown_client";
+  return { reason, reply: INVALID_CLIENT, client: listed ? credentials.id : undefined };
+}
+
+/**
+ * Counts an attempt from the request's address: allowed, or the answer. While the attempts in
+ * flight from the address hold the rest of its budget, it waits for them to settle (a secret
+ * remembered meanwhile needs no attempt) up to the verification's wait, then answers 503:
+ * attempts still being checked never make a correct secret a 429.
+ */
+async function countAttempt(
+  endpoint: Endpoint,
+  ctx: RequestContext,
+  credentials: Credentials,
+): Promise<AttemptDecision | "remembered" | Reply> {
+  const { failures, services } = endpoint;
+  const ip = ctx.client.address;
+  const deadline = services.clock.monotonic() + VERIFY_WAIT_MS;
+  for (;;) {
+    // A secret that matched before is no guess: it is not counted, so a client's concurrent token
+    // requests from one address never count against that address's failure limit.
+    if ("secret" in credentials && endpoint.clients.recall(credentials.id, credentials.secret)) {
+      return "remembered";
+    }
+    const decision = await limiterCall(endpoint, failures.attempt(ip));
+    if (decision.allowed) return decision;
+    if (!decision.crowded) {
+      services.log.warn({ requestId: ctx.requestId, ip }, "client authentication failure limit");
+      return fail(endpoint, ctx, "rate_limited", rateLimited(decision));
+    }
+    const left = deadline - services.clock.monotonic();
+    if (left <= 0) return fail(endpoint, ctx, "crowded", CROWDED);
+    // Tried again after the wait even when nothing settled here: the attempts in flight may be
+    // another replica's, which no settle in this process announces.
+    await failures.settled(ip, left);
+  }
 }
 
 /**
@@ -305,59 +360,38 @@ export async function authenticateClient(
   basic: Exclude<HeaderCredentials, "repeated">,
   check: FieldCheck,
 ): Promise<Authenticated | Reply | typeof HANDLED> {
-  const { settings, failures, services } = endpoint;
-  const ip = ctx.client.address;
+  const { failures } = endpoint;
   // Beyond the limit every attempt from the address is refused, a malformed one too
   // (RFC 6749 §2.3.1); attempts are counted per address only, so naming a client locks no one out.
-  const early = await limiterCall(endpoint, failures.peek(ip));
-  if (!early.allowed) return fail(endpoint, "rate_limited", rateLimited(early));
-  if (basic === "malformed") return fail(endpoint, "malformed_credentials", INVALID_CLIENT);
+  const early = await limiterCall(endpoint, failures.peek(ctx.client.address));
+  if (!early.allowed) return fail(endpoint, ctx, "rate_limited", rateLimited(early));
+  if (basic === "malformed") return fail(endpoint, ctx, "malformed_credentials", INVALID_CLIENT);
   const received = await receiveCredentials(endpoint, ctx, basic, check);
   if (received === HANDLED || !("credentials" in received)) {
-    return received === INVALID_CLIENT ? fail(endpoint, "no_credentials", received) : received;
+    if (received === INVALID_CLIENT) return fail(endpoint, ctx, "no_credentials", received);
+    if (received === OTHER_ASSERTION_TYPE) return fail(endpoint, ctx, "assertion_type", received);
+    return received;
   }
   const { credentials, fields } = received;
-  // A secret that matched before is no guess: it is not counted, so a client's concurrent token
-  // requests from one address never count against that address's failure limit.
-  if ("secret" in credentials && endpoint.clients.recall(credentials.id, credentials.secret)) {
-    ctx.clientId = credentials.id;
-    return { clientId: credentials.id, fields };
+  const decision = await countAttempt(endpoint, ctx, credentials);
+  if (decision === "remembered") {
+    ctx.clientId = (credentials as ClientCredentials).id;
+    return { clientId: ctx.clientId, fields };
   }
-  const decision = await limiterCall(endpoint, failures.attempt(ip));
-  if (!decision.allowed) {
-    services.log.warn({ requestId: ctx.requestId, ip }, "client authentication failure limit");
-    return fail(endpoint, "rate_limited", rateLimited(decision));
+  if ("status" in decision) return decision;
+  let checked: Checked | undefined;
+  try {
+    checked = await checkCredentials(endpoint, credentials);
+  } finally {
+    // Settled whatever happened, so that no attempt stays in flight: a failed guess stays
+    // counted, anything else (a success, or no check made) is taken back.
+    const failed = typeof checked === "object" && "reason" in checked;
+    await limiterCall(endpoint, failures.settle(decision, failed));
   }
-  let clientId: string;
-  if ("assertion" in credentials) {
-    const checked = await checkAssertion(endpoint, credentials, services.now());
-    if (typeof checked === "string" && checked !== "busy") {
-      return fail(endpoint, checked, INVALID_CLIENT);
-    }
-    if (typeof checked === "string" || "status" in checked) {
-      // Not a failed guess (no turn for the check, a full replay record, or Redis down): the
-      // attempt is taken back.
-      await limiterCall(endpoint, failures.succeeded(decision));
-      return checked === "busy" ? TEMPORARILY_UNAVAILABLE : checked;
-    }
-    clientId = checked.clientId;
-  } else {
-    const checked = await endpoint.clients.check(credentials.id, credentials.secret);
-    if (checked === "busy") {
-      // The secret was never checked, so this was no guess: the attempt is taken back.
-      await limiterCall(endpoint, failures.succeeded(decision));
-      return TEMPORARILY_UNAVAILABLE;
-    }
-    if (checked === "refused") {
-      const listed = settings.clients.secrets.has(credentials.id);
-      // Per client id, so an operator sees a guessing campaign that no address's count shows;
-      // ids the config does not list share one label, so a guesser cannot grow the label set.
-      services.metrics.tokenFailures.inc({ client: listed ? credentials.id : "unknown" });
-      return fail(endpoint, listed ? "wrong_secret" : "unknown_client", INVALID_CLIENT);
-    }
-    clientId = credentials.id;
-  }
-  await limiterCall(endpoint, failures.succeeded(decision));
-  ctx.clientId = clientId;
-  return { clientId, fields };
+  if (checked === "busy") return TEMPORARILY_UNAVAILABLE;
+  if ("reason" in checked)
+    return fail(endpoint, ctx, checked.reason, checked.reply, checked.client);
+  if ("status" in checked) return checked;
+  ctx.clientId = checked.clientId;
+  return { clientId: checked.clientId, fields };
 }

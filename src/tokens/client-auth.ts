@@ -35,7 +35,7 @@ export interface ClientAuthenticator {
   check(clientId: string, secret: string): Promise<ClientCheck>;
   /**
    * Verifies a client assertion at `nowMs` (whether its `jti` was used before is not asked here);
-   * refused with the reason, for metrics.
+   * refused with the rule it broke, for the answer, the log and the metrics.
    */
   checkAssertion(
     assertion: string,

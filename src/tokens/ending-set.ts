@@ -17,6 +17,8 @@ export interface EndingSet {
   add(id: string, untilMs: number, nowMs: number): boolean;
   /** Gives back every id ended at `nowMs`. */
   sweep(nowMs: number): void;
+  /** Every id that has not ended at `nowMs`, with its end. */
+  live(nowMs: number): Array<{ readonly id: string; readonly endsAt: number }>;
   /** Ids held, ended ones not yet swept included. */
   readonly size: number;
   /** Stops the background sweep. */
@@ -64,6 +66,11 @@ export function createEndingSet(
       return entry === undefined;
     },
     sweep,
+    live(nowMs) {
+      const found: Array<{ readonly id: string; readonly endsAt: number }> = [];
+      for (const entry of held.values()) if (entry.endsAt > nowMs) found.push(entry);
+      return found;
+    },
     get size() {
       return held.size;
     },

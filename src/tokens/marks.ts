@@ -14,6 +14,7 @@
 import type { Clock } from "../clock.js";
 import type { SharedMarks } from "../limits/counters.js";
 import type { Outage } from "../limits/outage.js";
+import type { MarksState, SavedMark } from "../limits/state-file.js";
 import { createEndingSet } from "./ending-set.js";
 
 /** A Redis copy of the revoked ids is used for at most this long. */
@@ -43,6 +44,8 @@ export interface HeldPerClient {
    * holds its most of other ids.
    */
   add(clientId: string, id: string, untilMs: number, nowMs: number): boolean;
+  /** Every id held at `nowMs`, with its client and end, for the state file. */
+  save(nowMs: number): SavedMark[];
   close(): void;
 }
 
@@ -69,12 +72,18 @@ function createHeldPerClient(now: () => number, clock: Clock, most: number): Hel
       if (ids.add(key, untilMs, nowMs)) perClient.set(clientId, (perClient.get(clientId) ?? 0) + 1);
       return true;
     },
+    save(nowMs) {
+      return ids.live(nowMs).map(({ id: key, endsAt }) => {
+        const space = key.indexOf(" ");
+        return { client: key.slice(0, space), id: key.slice(space + 1), endsAt };
+      });
+    },
     close: () => ids.close(),
   };
 }
 
 /** The process's own record, outliving reloads: used ids and revoked ids. */
-export interface LocalMarks {
+export interface LocalMarks extends MarksState {
   /** Used assertion ids, per client. */
   readonly used: HeldPerClient;
   /** Revoked access-token ids, per client (a token's client is its `sub`). */
@@ -93,9 +102,19 @@ export function createLocalMarks(
 ): LocalMarks {
   const used = createHeldPerClient(now, clock, most.assertions);
   const revoked = createHeldPerClient(now, clock, most.revocations);
+  const restore = (held: HeldPerClient, saved: readonly SavedMark[], nowMs: number): void => {
+    for (const { client, id, endsAt } of saved) {
+      if (endsAt > nowMs) held.add(client, id, endsAt, nowMs);
+    }
+  };
   return {
     used,
     revoked,
+    save: (nowMs) => ({ used: used.save(nowMs), revoked: revoked.save(nowMs) }),
+    restore(saved, nowMs) {
+      restore(used, saved.used, nowMs);
+      restore(revoked, saved.revoked, nowMs);
+    },
     close() {
       used.close();
       revoked.close();

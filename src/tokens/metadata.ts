@@ -2,6 +2,7 @@
  * The metadata documents a client discovers gatehouse by: RFC 8414 authorization server metadata
  * and RFC 9728 protected resource metadata, built once per config from one list of members each.
  */
+import { canonicalTarget, PATH_REJECTION_MESSAGES } from "../http/path.js";
 import { clientAuthentication, type TokenSettings } from "./settings.js";
 import { secureUrl } from "../http/secure-url.js";
 
@@ -12,15 +13,17 @@ export const AUTHORIZATION_SERVER_PATH = "/.well-known/oauth-authorization-serve
 /** RFC 9728 §3: the protected resource metadata's well-known path. */
 export const PROTECTED_RESOURCE_PATH = "/.well-known/oauth-protected-resource";
 
-/** The two documents and the paths they are served at. */
+/** A document and the canonical path it is served at, or why none is served. */
+export type Publication =
+  | { readonly path: string; readonly document: Readonly<Record<string, unknown>> }
+  | { readonly unserved: string };
+
+/** The two documents: RFC 8414 authorization server and RFC 9728 protected resource metadata. */
 export interface Metadata {
-  /**
-   * RFC 8414 §3.1: the well-known path with the issuer's path appended; undefined in
-   * resource-server-only mode, where gatehouse is no authorization server.
-   */
-  readonly authorizationServerPath: string | undefined;
-  readonly authorizationServer: Readonly<Record<string, unknown>>;
-  readonly protectedResource: Readonly<Record<string, unknown>>;
+  readonly authorizationServer: Publication;
+  readonly protectedResource: Publication;
+  /** The protected resource metadata's absolute URL, while it is served (RFC 9728 §5.1). */
+  readonly resourceMetadataUrl: string | undefined;
 }
 
 /** What the members are read from: the settings, the issuer's origin, the clients' methods. */
@@ -32,10 +35,15 @@ interface Source {
    * Authentication Methods") and the assertions' algorithms: the same at both endpoints.
    */
   readonly auth: ReturnType<typeof clientAuthentication>;
+  /** The issuers whose tokens the resource accepts (RFC 9728 §2 `authorization_servers`). */
+  readonly authorizationServers: readonly string[];
 }
 
-/** One member: its name, and its value for a config (undefined or [] leaves it out). */
-type Member = readonly [name: string, value: (source: Source) => unknown];
+/**
+ * One member: its name, and its value for a config (undefined or [] leaves it out, unless the
+ * member is required).
+ */
+type Member = readonly [name: string, value: (source: Source) => unknown, required?: "required"];
 
 // RFC 8414 §2. URLs are the issuer's origin and gatehouse's own paths, whatever path the issuer
 // has: gatehouse serves them at the root. The revocation endpoint (RFC 7009) authenticates its
@@ -44,6 +52,10 @@ const AUTHORIZATION_SERVER: readonly Member[] = [
   ["issuer", ({ settings }) => settings.issuer],
   ["token_endpoint", ({ settings, origin }) => origin + settings.path],
   ["jwks_uri", ({ origin }) => origin + JWKS_PATH],
+  // RFC 8414 §2 makes this member REQUIRED and §3.2 omits empty lists; clients (the MCP SDK
+  // among them) refuse a document without it, and gatehouse has no authorization endpoint, so
+  // no response type: the list is there, empty.
+  ["response_types_supported", () => [], "required"],
   ["grant_types_supported", () => ["client_credentials"]],
   ["token_endpoint_auth_methods_supported", ({ auth }) => auth.methods],
   ["token_endpoint_auth_signing_alg_values_supported", ({ auth }) => auth.assertionAlgorithms],
@@ -56,49 +68,105 @@ const AUTHORIZATION_SERVER: readonly Member[] = [
 // RFC 9728 §2: tokens are accepted in the Authorization header only (RFC 6750 §2.1).
 const PROTECTED_RESOURCE: readonly Member[] = [
   ["resource", ({ settings }) => settings.audience],
-  // Clients such as the MCP SDK take the first: the providers, in the file's order, then
-  // gatehouse itself when it issues tokens.
-  [
-    "authorization_servers",
-    ({ settings }) => [
-      ...settings.trustedIssuers.map((issuer) => issuer.issuer),
-      ...(settings.ownTokens ? [settings.issuer] : []),
-    ],
-  ],
+  ["authorization_servers", ({ authorizationServers }) => authorizationServers],
   ["scopes_supported", ({ settings }) => settings.scopes],
   ["bearer_methods_supported", () => ["header"]],
 ];
 
-// RFC 8414 §3: members with no value are omitted, and so are empty lists.
+// RFC 8414 §3.2: members with no value are omitted, and so are empty lists.
 function document(members: readonly Member[], source: Source) {
   const body: Record<string, unknown> = {};
-  for (const [name, value] of members) {
+  for (const [name, value, required] of members) {
     const member = value(source);
-    if (member === undefined || (Array.isArray(member) && member.length === 0)) continue;
+    const empty = member === undefined || (Array.isArray(member) && member.length === 0);
+    if (empty && required === undefined) continue;
     body[name] = member;
   }
   return Object.freeze(body);
 }
 
-/**
- * The metadata for `settings`, or undefined when there is no URL it can be served for: the
- * issuer's, or in resource-server-only mode the audience's (RFC 9728 §3: the resource identifier
- * is an https URL).
- */
-export function metadataOf(settings: TokenSettings): Metadata | undefined {
-  // RFC 8414 §2: the issuer is an https URL without query or fragment.
-  const issuer = secureUrl(settings.ownTokens ? settings.issuer : settings.audience);
-  if (issuer === undefined) return undefined;
+const NOT_HTTPS = "an https URL (http on a loopback host) without a query or fragment";
+
+// Resource-server-only mode: the trusted issuers publish their own keys and metadata.
+export const NOT_AN_ISSUER =
+  "this gatehouse issues no tokens: the trusted issuers publish their own keys and metadata";
+
+function authorizationServer(source: Source, issuer: URL | undefined): Publication {
+  if (!source.settings.ownTokens) return { unserved: NOT_AN_ISSUER };
+  if (issuer === undefined) {
+    return {
+      unserved: `authorization server metadata is served only when tokens.issuer is ${NOT_HTTPS}`,
+    };
+  }
   // RFC 8414 §3.1: a terminating "/" is removed from the issuer's path before it is appended.
-  const path = issuer.pathname.replace(/\/$/, "");
+  const path = AUTHORIZATION_SERVER_PATH + issuer.pathname.replace(/\/$/, "");
+  return { path, document: document(AUTHORIZATION_SERVER, source) };
+}
+
+function protectedResource(source: Source): Publication & { readonly url?: string } {
+  const resource = secureUrl(source.settings.audience);
+  if (resource === undefined) {
+    return {
+      unserved: `protected resource metadata is served only when tokens.audience is ${NOT_HTTPS}`,
+    };
+  }
+  if (source.authorizationServers.length === 0) {
+    return {
+      unserved: `protected resource metadata is served only when tokens.issuer, its authorization server, is ${NOT_HTTPS}`,
+    };
+  }
+  // RFC 9728 §3.1: the well-known path goes between the host and the resource's path (a "/"
+  // right after the host is dropped), so each resource on a host has a document of its own.
+  const pathname = resource.pathname === "/" ? "" : resource.pathname;
+  const target = canonicalTarget(PROTECTED_RESOURCE_PATH + pathname);
+  if (typeof target === "string") {
+    return {
+      unserved: `tokens.audience's path cannot hold its metadata: ${PATH_REJECTION_MESSAGES[target]}`,
+    };
+  }
+  return {
+    path: target.path,
+    url: resource.origin + PROTECTED_RESOURCE_PATH + pathname,
+    document: document(PROTECTED_RESOURCE, source),
+  };
+}
+
+/** The metadata documents for `settings`, or why each is not served. */
+export function metadataOf(settings: TokenSettings): Metadata {
+  // In resource-server-only mode gatehouse is no authorization server, whatever tokens.issuer is.
+  const issuer = settings.ownTokens ? secureUrl(settings.issuer) : undefined;
   const source: Source = {
     settings,
-    origin: issuer.origin,
+    origin: issuer?.origin ?? "",
     auth: clientAuthentication(settings.clients),
+    // Clients such as the MCP SDK take the first: the providers, in the file's order, then
+    // gatehouse itself when it issues tokens (and its issuer is a URL a client can discover).
+    authorizationServers: [
+      ...settings.trustedIssuers.map((trusted) => trusted.issuer),
+      ...(issuer === undefined ? [] : [settings.issuer]),
+    ],
   };
+  const { url, ...protectedResourceDocument } = protectedResource(source);
   return {
-    authorizationServerPath: settings.ownTokens ? AUTHORIZATION_SERVER_PATH + path : undefined,
-    authorizationServer: document(AUTHORIZATION_SERVER, source),
-    protectedResource: document(PROTECTED_RESOURCE, source),
+    authorizationServer: authorizationServer(source, issuer),
+    protectedResource: protectedResourceDocument,
+    resourceMetadataUrl: url,
   };
+}
+
+/** Builds a bearer route's `WWW-Authenticate` value with the given auth-params. */
+export type BearerChallenge = (params?: string) => string;
+
+/**
+ * The `WWW-Authenticate` challenge of a bearer route (RFC 6750 §3) with `params` (an error, a
+ * scope), and with `resource_metadata` whenever the protected resource's document is served
+ * (RFC 9728 §5.1), so a client refused 401 or 403 can find where tokens come from.
+ */
+export function bearerChallenge(metadata: Metadata): BearerChallenge {
+  const url = metadata.resourceMetadataUrl;
+  const tail = url === undefined ? "" : `, resource_metadata="${url}"`;
+  return (params) =>
+    params === undefined
+      ? `Bearer realm="gatehouse"${tail}`
+      : `Bearer realm="gatehouse", ${params}${tail}`;
 }

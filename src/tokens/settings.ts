@@ -8,6 +8,7 @@ import { durationMs } from "../config/duration.js";
 import { readPem, unsetVariable } from "../config/environment.js";
 import type { FileConfig } from "../config/schema.js";
 import type { BuildProblem } from "../config/problem.js";
+import type { FilesRead } from "../config/named-files.js";
 import {
   keyPairFromPem,
   keyPairFromSecret,
@@ -133,6 +134,8 @@ export interface TokenBuildContext {
   readonly ephemeralKeys: EphemeralKeys;
   readonly plainSecrets: PlainSecrets;
   readonly problems: BuildProblem[];
+  /** Where each file read is recorded, for the snapshot's identity and the watch. */
+  readonly read: FilesRead;
 }
 
 async function currentKey(
@@ -160,7 +163,7 @@ async function currentKey(
   }
   if (signing.key_file === undefined) return undefined;
   const path = ["tokens", "signing", "key_file"];
-  const pem = await readPem(context.baseDir, signing.key_file, path, context.problems);
+  const pem = await readPem(context, signing.key_file, path);
   if (pem === undefined) return undefined;
   try {
     return await keyPairFromPem(pem, algorithm);
@@ -182,7 +185,7 @@ async function previousKeys(
   const keys = await Promise.all(
     tokens.previous_keys.map(async (file, index) => {
       const path = ["tokens", "previous_keys", index];
-      const pem = await readPem(context.baseDir, file, path, context.problems);
+      const pem = await readPem(context, file, path);
       if (pem === undefined) return undefined;
       try {
         return await verificationKeyFromPem(pem, algorithm);
@@ -207,7 +210,7 @@ async function clientRegistry(
     clients.map(async (client, index): Promise<[string, ClientKeys] | undefined> => {
       if (client.jwks_file === undefined) return undefined;
       const path = ["clients", index, "jwks_file"];
-      const text = await readPem(context.baseDir, client.jwks_file, path, context.problems);
+      const text = await readPem(context, client.jwks_file, path);
       if (text === undefined) return undefined;
       const keys = await parseClientKeys(text);
       if (typeof keys === "string") {

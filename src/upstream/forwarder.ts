@@ -7,6 +7,7 @@ import type { ClientRequest, IncomingMessage, InformationEvent, ServerResponse }
 import type { Socket } from "node:net";
 import { errorReply, type Reply, type RequestContext } from "../core/context.js";
 import { finalHeaders, sendReply } from "../core/respond.js";
+import { fail } from "../core/runner.js";
 import type { Clock } from "../clock.js";
 import type { Services } from "../core/services.js";
 import type { UpstreamSettings } from "./settings.js";
@@ -16,6 +17,7 @@ import { relaysInformational, writeInformational } from "./informational.js";
 import { createPool, type Pool } from "./pool.js";
 import { endUpload, relayBody } from "./relay.js";
 import { retriesOnNewConnection } from "./retry.js";
+import { createTurnBatch, type TurnBatch } from "./turn-batch.js";
 
 const CONTEXT = Symbol("gatehouse.context");
 const TIMEOUT = Symbol("gatehouse.timeout");
@@ -174,6 +176,37 @@ function failed(
   sendReply(ctx, failureReply(exchange.timedOut, !req.complete), services.lifecycle);
 }
 
+/**
+ * Sends each exchange upstream at the end of the turn that decided it, with the others decided
+ * in that turn (turn-batch.ts says why).
+ */
+function sendAtEndOfTurn(shared: Shared): TurnBatch<Exchange> {
+  const { pool, deadlines, onError, services } = shared;
+  return createTurnBatch<Exchange>(
+    (exchange) => {
+      const { req, res } = exchange.ctx;
+      // The client left while its request waited for the end of the turn.
+      if (res.destroyed) {
+        deadlines.remove(exchange);
+        return;
+      }
+      if (
+        req.headers["content-length"] === undefined &&
+        req.headers["transfer-encoding"] === undefined
+      ) {
+        pool.bodiless.web(req, res, onError);
+      } else {
+        pool.withBody.web(req, res, onError);
+        req.on("data", onBodyProgress);
+      }
+    },
+    (exchange, error) => {
+      deadlines.remove(exchange);
+      fail(error, exchange.ctx, services);
+    },
+  );
+}
+
 /** Creates the forwarder for one upstream. */
 export function createForwarder(upstream: UpstreamSettings, services: Services): Forwarder {
   const { url } = upstream;
@@ -241,6 +274,8 @@ export function createForwarder(upstream: UpstreamSettings, services: Services):
     server.on("error", onStrayError);
   }
 
+  const send = sendAtEndOfTurn(shared);
+
   return {
     key: forwarderKey(upstream),
     forward(ctx, timeoutMs) {
@@ -249,15 +284,7 @@ export function createForwarder(upstream: UpstreamSettings, services: Services):
       (req as TaggedRequest)[CONTEXT] = exchange;
       deadlines.add(exchange);
       req.url = ctx.query === null ? base + ctx.path : `${base}${ctx.path}?${ctx.query}`;
-      if (
-        req.headers["content-length"] === undefined &&
-        req.headers["transfer-encoding"] === undefined
-      ) {
-        pool.bodiless.web(req, ctx.res, onError);
-      } else {
-        pool.withBody.web(req, ctx.res, onError);
-        req.on("data", onBodyProgress);
-      }
+      send(exchange);
     },
     retire: () => pool.retire(),
   };

@@ -1,4 +1,5 @@
 /** The headers the upstream receives: the only place the outgoing request's headers change. */
+import type { Counter } from "prom-client";
 import type { UpstreamSettings } from "./settings.js";
 import type { RequestContext } from "../core/context.js";
 import { endToEnd, REQUEST_HOP_BY_HOP } from "./hop-by-hop.js";
@@ -14,11 +15,25 @@ const FORWARDING_CLAIMS = [
   "x-forwarded-host",
 ];
 
+// Fields gatehouse rewrites on every request besides those it owns outright: the upstream's
+// authority and the message framing (Node frames the body anew towards the upstream).
+const REWRITTEN = ["host", "via", "content-length", "transfer-encoding"];
+
+// Whole families gatehouse sets or removes, whatever follows the prefix.
+const OWNED_PREFIXES = ["x-forwarded-", "proxy-"];
+
+/** Counts request headers dropped for their name, by `reason`. */
+export type DroppedHeaders = Pick<Counter<"reason">, "inc">;
+
 /** Builds, once per config, the function that writes the upstream's request headers. */
-export function createUpstreamHeaders(upstream: UpstreamSettings): (ctx: RequestContext) => void {
+export function createUpstreamHeaders(
+  upstream: UpstreamSettings,
+  dropped: DroppedHeaders,
+): (ctx: RequestContext) => void {
   // What is never copied from the client: hop-by-hop fields, the identity, issuer and scopes
   // headers gatehouse owns (X-Client-Scopes and X-Client-Issuer even when not sent, so an
-  // upstream that reads them is never fooled), the bearer token unless it is to be passed on; and from an untrusted peer,
+  // upstream that reads them is never fooled), the bearer token unless it is to be passed on;
+  // and from an untrusted peer,
   // forwarding claims.
   // The request id and the language are always gatehouse's own (the language stage runs on every
   // forwarded request), so they are added after the client's fields rather than overwritten in
@@ -42,6 +57,7 @@ export function createUpstreamHeaders(upstream: UpstreamSettings): (ctx: Request
   // X-Forwarded-Host.
   const host = upstream.url.host;
   const fromClient = new Set([...own, ...FORWARDING_CLAIMS]);
+  const underscored = underscoreRule(upstream.keepUnderscoreHeaders, [...fromClient, ...REWRITTEN]);
 
   /**
    * Replaces `ctx.req.headers` with what the upstream receives: the client's end-to-end fields
@@ -50,7 +66,11 @@ export function createUpstreamHeaders(upstream: UpstreamSettings): (ctx: Request
   return function upstreamHeaders(ctx) {
     const { req } = ctx;
     const { peer, vouched } = ctx.client;
-    const headers = endToEnd(req.headers, vouched !== null ? fromProxy : fromClient, true);
+    const kept = vouched !== null ? fromProxy : fromClient;
+    const refused = underscored(req.rawHeaders);
+    if (refused !== null) dropped.inc({ reason: underscored.reason }, refused.length);
+    const drop = refused === null ? kept : new Set([...kept, ...refused]);
+    const headers = endToEnd(req.headers, drop, true);
     if (vouched !== null) {
       // Only what the trusted proxies vouch for is passed on, so the upstream's leftmost hop is
       // the client address gatehouse itself uses.
@@ -77,4 +97,46 @@ export function createUpstreamHeaders(upstream: UpstreamSettings): (ctx: Request
     if (ctx.language !== undefined) headers["accept-language"] = ctx.language;
     req.headers = headers;
   };
+}
+
+/** Picks out, from a request's raw field lines, the names `underscore_headers` refuses. */
+interface UnderscoreRule {
+  (rawHeaders: readonly string[]): string[] | null;
+  /** `gatehouse_request_headers_dropped_total`'s label for what this rule drops. */
+  readonly reason: string;
+}
+
+/**
+ * CGI (RFC 3875 §4.1.18), and WSGI, Rack and PHP after it, hand a request field to the
+ * application as `HTTP_` and its name upper-cased with `-` turned into `_`: `X_Client_Id` and
+ * `X-Client-Id` reach it as one variable. So a name with `_` is dropped, as nginx does by default;
+ * or, when kept, dropped only where it would alias a field gatehouse sets, rewrites or removes.
+ * `owned` is those fields' lower-cased names.
+ */
+function underscoreRule(keep: boolean, owned: readonly string[]): UnderscoreRule {
+  const aliased = new Set(owned.map(asVariable));
+  const prefixes = OWNED_PREFIXES.map(asVariable);
+  const refuses = (name: string): boolean => {
+    if (!keep) return true;
+    const variable = asVariable(name);
+    return aliased.has(variable) || prefixes.some((prefix) => variable.startsWith(prefix));
+  };
+  // The lower-cased names of refused field lines (a repeated one once per line); null for none.
+  // Nearly every request has no `_` in any name, and is answered by one pass over the names.
+  const rule = (rawHeaders: readonly string[]): string[] | null => {
+    let refused: string[] | null = null;
+    for (let i = 0; i < rawHeaders.length; i += 2) {
+      const name = rawHeaders[i] as string;
+      if (!name.includes("_")) continue;
+      const lower = name.toLowerCase();
+      if (refuses(lower)) (refused ??= []).push(lower);
+    }
+    return refused;
+  };
+  return Object.assign(rule, { reason: keep ? "alias" : "underscore" });
+}
+
+// A lower-cased field name as a CGI-style application reads it, in the same lower case.
+function asVariable(name: string): string {
+  return name.replaceAll("_", "-");
 }

@@ -12,4 +12,9 @@ export interface UpstreamSettings {
   /** Lower-case name of the header carrying the token's issuer name; "" for none. */
   readonly issuerHeader: string;
   readonly forwardAuthorization: boolean;
+  /**
+   * `underscore_headers: keep`: request headers with `_` in their name are forwarded, but for
+   * those that would alias a header gatehouse owns.
+   */
+  readonly keepUnderscoreHeaders: boolean;
 }

@@ -1,7 +1,7 @@
 /** Starts gatehouse on port 0 from YAML written to a temporary folder, logging into memory. */
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { Writable } from "node:stream";
 import type { Logger } from "pino";
 import { createLogger } from "../../src/log.js";
@@ -68,6 +68,7 @@ export function memoryLogger(): {
 export async function startTestGatehouse(
   yaml: string,
   options: Partial<Omit<StartOptions, "configPath" | "log">> & {
+    /** More files by path in the config's folder (`keys/a.pem`), their folders made. */
     files?: Record<string, string>;
   } = {},
 ): Promise<TestGatehouse> {
@@ -75,6 +76,7 @@ export async function startTestGatehouse(
   const configPath = join(dir, "proxy.config.yaml");
   await writeFile(configPath, yaml);
   for (const [name, content] of Object.entries(options.files ?? {})) {
+    await mkdir(dirname(join(dir, name)), { recursive: true });
     await writeFile(join(dir, name), content);
   }
   const { log, logs, logged } = memoryLogger();

@@ -12,6 +12,8 @@ export interface RawExchange {
   readonly path: string;
   /** The request head, lower-cased field names. */
   readonly headers: Record<string, string>;
+  /** The field names as they came on the wire, in order, repeated ones each time. */
+  readonly rawNames: readonly string[];
   /** 0 for the first connection gatehouse opened, 1 for the next... */
   readonly connection: number;
   /** 0 for the first request on its connection, 1 for the next... */
@@ -58,13 +60,16 @@ export async function startRawUpstream(handler: RawHandler): Promise<RawUpstream
         const [line = "", ...fields] = pending.subarray(0, end).toString("latin1").split("\r\n");
         pending = pending.subarray(end + 4);
         const headers: Record<string, string> = {};
+        const rawNames: string[] = [];
         for (const field of fields) {
           const colon = field.indexOf(":");
-          headers[field.slice(0, colon).trim().toLowerCase()] = field.slice(colon + 1).trim();
+          const name = field.slice(0, colon).trim();
+          rawNames.push(name);
+          headers[name.toLowerCase()] = field.slice(colon + 1).trim();
         }
         bodyLeft = Number(headers["content-length"] ?? 0);
         const [method = "", path = ""] = line.split(" ");
-        const exchange = { socket, method, path, headers, connection, index: index++ };
+        const exchange = { socket, method, path, headers, rawNames, connection, index: index++ };
         received.push(exchange);
         upstream.handler(exchange);
         if (socket.destroyed) return;

@@ -3,8 +3,9 @@
  * built with the official MCP TypeScript SDK (Streamable HTTP, one tool) behind gatehouse, an
  * organisation's provider (oidc-provider) as the authorization server, and the SDK's own client
  * with its client-credentials provider. The client meets gatehouse's 401, finds the provider
- * through gatehouse's RFC 9728 document, gets a token from it for gatehouse's audience (RFC
- * 8707), and its `initialize` and `tools/call` are answered through gatehouse.
+ * through the RFC 9728 document the 401's `resource_metadata` names, gets a token from it for
+ * gatehouse's audience (RFC 8707), and its `initialize` and `tools/call` are answered through
+ * gatehouse.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -15,6 +16,7 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import { ClientCredentialsProvider } from "@modelcontextprotocol/sdk/client/auth-extensions.js";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
+import type { FetchLike } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { configFor, startTestGatehouse } from "./helpers/gatehouse.js";
 import { refusingPort } from "./helpers/ports.js";
 import { startProvider, type ProviderClient } from "./helpers/provider.js";
@@ -79,9 +81,25 @@ routes:
 );
 t.teardown(() => g.close());
 
+// Every request the SDK's client makes, in order, with the status and challenge it got.
+interface Exchange {
+  readonly url: string;
+  readonly status: number;
+  readonly challenge: string | null;
+}
+function recordingFetch(exchanges: Exchange[]): FetchLike {
+  return async (url, init) => {
+    const response = await fetch(url, init);
+    const challenge = response.headers.get("www-authenticate");
+    exchanges.push({ url: String(url), status: response.status, challenge });
+    return response;
+  };
+}
+
 t.test(
   "the MCP SDK's client calls a tool through gatehouse with the provider's token",
   async (t) => {
+    const exchanges: Exchange[] = [];
     const client = new Client({ name: "agent", version: "1.0.0" });
     const transport = new StreamableHTTPClientTransport(new URL(`${g.url}/mcp`), {
       authProvider: new ClientCredentialsProvider({
@@ -90,6 +108,7 @@ t.test(
         scope: AGENT.scope,
         expectedIssuer: provider.issuer,
       }),
+      fetch: recordingFetch(exchanges),
     });
     await client.connect(transport);
     t.equal(client.getServerVersion()?.name, "inventory", "initialize answered");
@@ -102,6 +121,24 @@ t.test(
     t.equal(document?.status, 200, "the client read gatehouse's RFC 9728 document");
     const refused = g.logs.find((line) => line.path === "/mcp" && line.status === 401);
     t.ok(refused, "the first request, without a token, met the 401 challenge");
+    // RFC 9728 §5.1: the 401 names the document, and the SDK reads it from there rather than
+    // guessing a path-aware well-known URL for /mcp (which would answer 404 first).
+    const documentUrl = `${AUDIENCE}/.well-known/oauth-protected-resource`;
+    const first = exchanges.findIndex((exchange) => exchange.status === 401);
+    t.strictSame(exchanges[first], {
+      url: `${g.url}/mcp`,
+      status: 401,
+      challenge: `Bearer realm="gatehouse", resource_metadata="${documentUrl}"`,
+    });
+    t.strictSame(
+      exchanges[first + 1],
+      { url: documentUrl, status: 200, challenge: null },
+      "the next request is for the document the challenge names",
+    );
+    t.notOk(
+      exchanges.some((exchange) => exchange.url.includes("/.well-known/oauth-protected-resource/")),
+      "no well-known URL was guessed",
+    );
     const last = seenByUpstream.at(-1) ?? {};
     t.equal(last["x-client-id"], "inventory-agent");
     t.equal(last["x-client-issuer"], "corp");

@@ -274,5 +274,44 @@ routes:
     const document = await send(`${h.url}/.well-known/oauth-protected-resource`);
     t.equal(document.status, 200);
     t.match(json(document), { resource: RESOURCE, authorization_servers: [other.issuer] });
+    // RFC 9728 §5.1: a refused request learns where the document is, and so the provider.
+    t.equal(
+      (await send(`${h.url}/v1/items`)).headers["www-authenticate"],
+      `Bearer realm="gatehouse", resource_metadata="${RESOURCE}/.well-known/oauth-protected-resource"`,
+    );
   },
 );
+
+t.test("authorization_servers: the trusted issuers in order, then gatehouse's own", async (t) => {
+  const own = await clientsYaml([OWN_PARTNER]);
+  const h = await startTestGatehouse(
+    configFor(
+      upstream.url,
+      `tokens:
+  issuer: https://auth.example.com
+  audience: ${RESOURCE}
+  trusted_issuers:
+    - name: corp
+      issuer: ${provider.issuer}
+    - name: second
+      issuer: http://127.0.0.1:1/second
+${own}routes:
+  - path: /v1/items
+    methods: [GET]
+`,
+    ),
+    { clock: manualClock() },
+  );
+  t.teardown(() => h.close());
+  const document = await send(`${h.url}/.well-known/oauth-protected-resource`);
+  t.strictSame(json(document).authorization_servers, [
+    provider.issuer,
+    "http://127.0.0.1:1/second",
+    "https://auth.example.com",
+  ]);
+  const challenge = (await send(`${h.url}/v1/items`)).headers["www-authenticate"];
+  t.equal(
+    challenge,
+    `Bearer realm="gatehouse", resource_metadata="${RESOURCE}/.well-known/oauth-protected-resource"`,
+  );
+});

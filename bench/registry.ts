@@ -24,6 +24,7 @@ import {
 import type { Shared } from "./shared.js";
 import { prepareTracing } from "./tracing.js";
 import { prepareTrustedProxies } from "./trusted-proxies.js";
+import { prepareProvider } from "./provider.js";
 
 /** Two targets measured in paired rounds; the candidate's CPU per request over the baseline's. */
 export interface SideBySide {
@@ -118,6 +119,14 @@ export const SCENARIOS: readonly Entry[] = [
     goal: 1.25,
     versus: "bare",
     prepare: prepareTracing,
+  },
+  {
+    kind: "side-by-side",
+    name: "provider",
+    description: "the full request with an identity provider's RS256 token; reference: own token",
+    goal: 1.05,
+    versus: "own token",
+    prepare: prepareProvider,
   },
   {
     kind: "side-by-side",

@@ -58,6 +58,7 @@ const OPEN_PATH = "/v1/status";
 const PROTECTED_PATH = "/v1/items";
 /** The full scenario's route: protected, and it needs a scope the limited client is granted. */
 const SCOPED_PATH = "/v1/orders";
+/** The scope the full request's route needs. */
 export const SCOPE = "orders:read";
 /** The shared gatehouse processes' token endpoint. */
 export const TOKEN_PATH = "/oauth/token";
@@ -97,6 +98,10 @@ export function newSigningKey(): string {
 
 /** How a scenario's own gatehouse processes differ from the shared ones. */
 export interface Variant {
+  /** Lines added to the `tokens:` block. */
+  readonly tokens?: string;
+  /** Entries added to the `clients:` list. */
+  readonly clients?: string;
   /** The `limits:` block's lines, in place of the memory store. */
   readonly limits?: string;
   /** Top-level keys added at the end. */
@@ -127,14 +132,14 @@ tokens:
     algorithm: EdDSA
     key_file: ${JSON.stringify(keyFile)}
   scopes: [${SCOPE}]
-clients:
+${variant.tokens ?? ""}clients:
   - id: ${BEARER_CLIENT}
     secret_env: GATEHOUSE_BENCH_BEARER_SECRET
   - id: ${LIMITED_CLIENT}
     secret_env: GATEHOUSE_BENCH_LIMITED_SECRET
     plan: bench
     scopes: [${SCOPE}]
-plans:
+${variant.clients ?? ""}plans:
   bench:
     rate_limits:
       burst: { limit: ${NEVER_REACHED}, window: 1s }
@@ -242,6 +247,11 @@ export async function language(shared: Shared): Promise<Pairing> {
   };
 }
 
+/** The full request's path and its headers but the token. */
+export const FULL_PATH = `${SCOPED_PATH}?${LANGUAGE_QUERY}`;
+/** The full request's headers but the token. */
+export const FULL_HEADERS: Readonly<Record<string, string>> = LANGUAGE_HEADERS;
+
 /**
  * The `full` request: a protected route that needs a scope, with a language and a token, from
  * `gatehouse`, of the client whose plan counts it and who is granted the scope.
@@ -251,10 +261,7 @@ export async function fullRequest(
   secrets: Secrets,
 ): Promise<{ path: string; headers: Record<string, string> }> {
   const token = await fetchToken(gatehouse, LIMITED_CLIENT, secrets.limited);
-  return {
-    path: `${SCOPED_PATH}?${LANGUAGE_QUERY}`,
-    headers: { ...LANGUAGE_HEADERS, ...authorization(token) },
-  };
+  return { path: FULL_PATH, headers: { ...FULL_HEADERS, ...authorization(token) } };
 }
 
 /** `full`: the full request, through gatehouse and through the bare forwarder. */

@@ -174,6 +174,8 @@ export interface AccessFields {
   readonly durationMs: number;
   readonly upstreamMs: number | undefined;
   readonly clientId: string | undefined;
+  /** The bearer token's issuer name (`own` for gatehouse's). */
+  readonly issuer: string | undefined;
   readonly decision: string;
 }
 
@@ -224,6 +226,7 @@ export function createAccessLog(log: Logger): AccessLog {
       line += `,"durationMs":${hundredths(f.durationMs)}`;
       if (f.upstreamMs !== undefined) line += `,"upstreamMs":${hundredths(f.upstreamMs)}`;
       if (f.clientId !== undefined) line += `,"clientId":${quoted(f.clientId)}`;
+      if (f.issuer !== undefined) line += `,"issuer":${quoted(f.issuer)}`;
       put(`${line},"decision":${quoted(f.decision)},"msg":"request"}\n`);
     },
   };

@@ -33,6 +33,10 @@ export interface Metrics {
   readonly limiterRoundTrips: Counter;
   /** Refusals answered from a replica's record of Redis's refusals, without asking Redis. */
   readonly limiterLocalBlocks: Counter;
+  /** Fetches of a trusted issuer's keys (its metadata and JWKS), by issuer name and result. */
+  readonly issuerKeyFetches: Counter<"issuer" | "result">;
+  /** Bearer tokens whose signature and claims were checked and accepted, by issuer name. */
+  readonly bearerTokensVerified: Counter<"issuer">;
   /** Request headers not forwarded for a `_` in their name, by reason (underscore, alias). */
   readonly requestHeadersDropped: Counter<"reason">;
   /** Spans that could not be exported: the queue was full, or their export failed or timed out. */
@@ -68,6 +72,26 @@ function clientAuthMetrics(
     secretVerificationsWaiting: new Gauge({
       name: "gatehouse_secret_verifications_waiting",
       help: "Client secret verifications waiting for a turn (tokens.verify_concurrency run at once).",
+      registers: [registry],
+    }),
+  };
+}
+
+/** The bearer tokens' issuers: a provider's key fetches, the tokens verified per issuer. */
+function issuerMetrics(
+  registry: Registry,
+): Pick<Metrics, "issuerKeyFetches" | "bearerTokensVerified"> {
+  return {
+    issuerKeyFetches: new Counter({
+      name: "gatehouse_issuer_keys_fetch_total",
+      help: "Fetches of a trusted issuer's keys, by issuer name and result (ok, or why it failed).",
+      labelNames: ["issuer", "result"],
+      registers: [registry],
+    }),
+    bearerTokensVerified: new Counter({
+      name: "gatehouse_bearer_tokens_verified_total",
+      help: 'Bearer tokens verified (signature and claims; not the ones answered from the cache), by issuer name ("own": gatehouse\'s).',
+      labelNames: ["issuer"],
       registers: [registry],
     }),
   };
@@ -125,6 +149,7 @@ export function createMetrics(): Metrics {
       registers: [registry],
     }),
     ...clientAuthMetrics(registry),
+    ...issuerMetrics(registry),
     limitRefusals: new Counter({
       name: "gatehouse_limit_refusals_total",
       help: "Requests over a limit, by refusal, plan and limit; dry_run=true ones were let through.",

@@ -11,6 +11,7 @@ import { openLimiterStores } from "./limits/stores.js";
 import { createEphemeralKeys } from "./tokens/keys.js";
 import { createPlainSecrets } from "./tokens/secrets.js";
 import { createLocalMarks } from "./tokens/marks.js";
+import { createIssuerKeys } from "./tokens/issuer-keys.js";
 import { listenOn } from "./http/listen.js";
 import { clientDeadlines, createPublicServer, type ClientTimeouts } from "./http/public-server.js";
 import { createRequestIds } from "./http/request-ids.js";
@@ -100,6 +101,7 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
     spanExports: createSpanExports(metrics.traceSpansDropped, services.now),
     tokenBodyMs: deadlines.tokenBodyMs,
     localMarks,
+    issuerKeys: createIssuerKeys(services),
   };
   const store = await openConfigStore(first, source, parts);
   const entry = createEntry(
@@ -122,6 +124,7 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
     // Nothing is served: let go of what was opened, so the caller's process can end.
     server.close();
     parts.localMarks.close();
+    parts.issuerKeys.close();
     await parts.limiterStores.release(undefined);
     await parts.spanExports.close();
     throw error;

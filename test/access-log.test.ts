@@ -27,6 +27,7 @@ const fields = {
   durationMs: 1.25,
   upstreamMs: 0.5,
   clientId: "reporting-app",
+  issuer: undefined,
   decision: "allowed",
 };
 

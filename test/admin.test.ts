@@ -60,7 +60,13 @@ t.test("GET /config shows the config in force with its defaults", async (t) => {
   t.equal(config.upstream.url, upstream.url);
   t.equal(config.upstream.timeout, "2s");
   t.equal(config.logging.level, "info", "defaults are filled in");
-  const unused = { jwks_file: null, rate_limit: null, rate_limits: null, quota: null };
+  const unused = {
+    jwks_file: null,
+    issuer: null,
+    rate_limit: null,
+    rate_limits: null,
+    quota: null,
+  };
   t.strictSame(config.clients, [
     {
       id: "hashed-app",

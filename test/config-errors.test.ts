@@ -32,9 +32,22 @@ const expected: Record<string, string[]> = {
   "client-secret-and-jwks.yaml": [
     "6:16 clients[0].jwks_file: is for a client without a secret: remove secret_hash/secret_env",
   ],
+  "trusted-issuers.yaml": [
+    "6:15 tokens.trusted_issuers[0].issuer: must be an https URL without query, fragment or userinfo (http only on a loopback host), such as https://idp.example.com/realms/corp",
+    "7:27 tokens.trusted_issuers[0].algorithms[1]: must be one of RS256, RS384, RS512, PS256, PS384, PS512, ES256, ES384, ES512, EdDSA (none and HS* are never accepted from a provider)",
+    "7:33 tokens.trusted_issuers[0].algorithms[2]: must be one of RS256, RS384, RS512, PS256, PS384, PS512, ES256, ES384, ES512, EdDSA (none and HS* are never accepted from a provider)",
+    "8:13 tokens.trusted_issuers[1].name: is already used by trusted_issuers[0]",
+    "10:17 tokens.trusted_issuers[1].jwks_uri: must be an https URL without query, fragment or userinfo (http only on a loopback host), such as https://idp.example.com/certs",
+    "11:13 tokens.trusted_issuers[1].plan: names no plan; known plans: (none)",
+    "12:13 tokens.trusted_issuers[2].name: must be 1 to 32 characters from a-z 0-9 -",
+    "13:15 tokens.trusted_issuers[2].issuer: is already used by trusted_issuers[1]",
+    "16:13 clients[0].issuer: names no trusted issuer; known: corp, Own",
+    "18:13 clients[1].issuer: is for a client that authenticates to that provider: remove secret_hash, secret_env and jwks_file",
+    "19:17 clients[1].secret_env: names BILLING_SECRET, which is not set",
+  ],
   "client-duplicate-id.yaml": ["6:9 clients[1].id: is already used by clients[0]"],
   "client-no-secret.yaml": [
-    "4:5 clients[0]: needs secret_hash (from gatehouse hash-secret), secret_env or jwks_file",
+    "4:5 clients[0]: needs secret_hash (from gatehouse hash-secret), secret_env or jwks_file, or issuer for a provider's client",
   ],
   "client-resource-fragment.yaml": [
     "6:17 clients[0].resources[0]: must be an absolute URI without a fragment, such as https://api.example.com",
@@ -68,7 +81,7 @@ const expected: Record<string, string[]> = {
     "4:18 tracing.otlp_endpoint: must not contain a query or a fragment",
   ],
   "many-errors.yaml": [
-    '4:3 upstream.timout: unknown key; did you mean "timeout"? (allowed here: url, timeout, max_sockets, idle_timeout, identity_header, scopes_header, forward_authorization, underscore_headers)',
+    '4:3 upstream.timout: unknown key; did you mean "timeout"? (allowed here: url, timeout, max_sockets, idle_timeout, identity_header, issuer_header, scopes_header, forward_authorization, underscore_headers)',
     "5:9 listen: must be HOST:PORT with a port from 0 to 65535, such as 0.0.0.0:8080 or [::]:8080",
     '7:11 routes[0].path: must not contain "." or ".." segments',
     "10:12 languages.default: must be one of the supported languages (en, fr, de, es, it)",
@@ -170,12 +183,12 @@ const expected: Record<string, string[]> = {
     '6:5 routes[0].cots: unknown key; did you mean "cost"? (allowed here: path, methods, cost, auth, scopes, scopes_any)',
   ],
   "unknown-key.yaml": [
-    '3:3 upstream.timout: unknown key; did you mean "timeout"? (allowed here: url, timeout, max_sockets, idle_timeout, identity_header, scopes_header, forward_authorization, underscore_headers)',
+    '3:3 upstream.timout: unknown key; did you mean "timeout"? (allowed here: url, timeout, max_sockets, idle_timeout, identity_header, issuer_header, scopes_header, forward_authorization, underscore_headers)',
   ],
   "window-too-long.yaml": ["5:39 plans.yearly.rate_limit.window: must be at most 366d"],
   "unknown-key-unicode.yaml": [
-    "1:43 upstream.délai😀: unknown key (allowed here: url, timeout, max_sockets, idle_timeout, identity_header, scopes_header, forward_authorization, underscore_headers)",
-    '1:57 upstream.timout: unknown key; did you mean "timeout"? (allowed here: url, timeout, max_sockets, idle_timeout, identity_header, scopes_header, forward_authorization, underscore_headers)',
+    "1:43 upstream.délai😀: unknown key (allowed here: url, timeout, max_sockets, idle_timeout, identity_header, issuer_header, scopes_header, forward_authorization, underscore_headers)",
+    '1:57 upstream.timout: unknown key; did you mean "timeout"? (allowed here: url, timeout, max_sockets, idle_timeout, identity_header, issuer_header, scopes_header, forward_authorization, underscore_headers)',
   ],
   "wrong-type.yaml": ["3:16 upstream.max_sockets: must be a whole number"],
   "yaml-syntax.yaml": [

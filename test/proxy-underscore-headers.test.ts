@@ -97,6 +97,7 @@ t.test("keep forwards names with _ except those aliasing a header gatehouse owns
   const aliases = [
     "X_Caller_Id", // the configured identity header
     "X_Client_Scopes", // the scopes header
+    "X_Client_Issuer", // the issuer header
     "X_Forwarded_For",
     "x_forwarded_anything", // the whole X-Forwarded- family
     "X_Real_IP",

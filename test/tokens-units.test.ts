@@ -187,6 +187,8 @@ async function settings(): Promise<TokenSettings> {
     ephemeralKey: true,
     scopes: [],
     grants: new Map(),
+    trustedIssuers: [],
+    ownTokens: true,
   };
 }
 
@@ -195,7 +197,7 @@ const NO_GRANT: Grant = { scope: undefined, audience: "upstream" };
 t.test("the verified-token cache: until exp plus the tolerance, bounded, oldest out", async (t) => {
   const config = await settings();
   const now = Date.UTC(2026, 0, 1);
-  const verifier = createTokenVerifier(config, 2);
+  const verifier = createTokenVerifier(config, undefined, 2);
   const [a, b, c] = await Promise.all(
     ["a", "b", "c"].map(async (id) => (await issueToken(config, id, now, NO_GRANT)).token),
   );

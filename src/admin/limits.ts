@@ -10,7 +10,8 @@ import { addressKey } from "../limits/client-key.js";
 import type { CounterStore } from "../limits/counters.js";
 import { decide } from "../limits/decide.js";
 import { preparePlan } from "../limits/enforce.js";
-import type { Plan } from "../limits/plans.js";
+import { clientPlan, type Plan } from "../limits/plans.js";
+import { OWN_ISSUER_NAME } from "../config/issuers-schema.js";
 
 /** An admin answer: a status and, but for 204, a JSON body. */
 export type AdminAnswer = Reply;
@@ -80,10 +81,11 @@ export async function limitsAdmin(
   const { limits } = config;
   let plan: Plan | undefined;
   if (who.kind === "client") {
-    if (!config.file.clients.some((client) => client.id === who.id)) {
+    const issuer = issuerOf(config, who.id);
+    if (issuer === undefined) {
       return notFound(`no client ${JSON.stringify(who.id)} in the configuration`);
     }
-    plan = limits.clients.get(who.id);
+    plan = clientPlan(limits.clients, limits.issuers, who.id, issuer);
   } else {
     plan = limits.anonymous;
     if (plan === undefined) return notFound("the configuration has no anonymous plan");
@@ -101,6 +103,26 @@ export async function limitsAdmin(
       ? []
       : view(plan, await limiterStore.read(who.subject, slots, nowMs, false), nowMs);
   return { status: 200, body: { ...owner, plan: plan?.name ?? null, limits: views } };
+}
+
+/**
+ * The issuer of the client `key` names: `own` for a listed own client (`<id>`), the issuer's name
+ * for `<issuer>:<id>` when the issuer lists that client or has a plan for unlisted ones;
+ * undefined when the configuration knows no such client.
+ */
+function issuerOf(config: Snapshot, key: string): string | undefined {
+  const { clients, tokens } = config.file;
+  const colon = key.indexOf(":");
+  if (colon === -1) {
+    const own = clients.some((client) => client.issuer === undefined && client.id === key);
+    return own ? OWN_ISSUER_NAME : undefined;
+  }
+  const name = key.slice(0, colon);
+  const id = key.slice(colon + 1);
+  const issuer = tokens.trusted_issuers.find((entry) => entry.name === name);
+  if (issuer === undefined || id === "") return undefined;
+  const listed = clients.some((client) => client.issuer === name && client.id === id);
+  return listed || issuer.plan !== undefined ? name : undefined;
 }
 
 function view(plan: Plan, counted: Awaited<ReturnType<CounterStore["read"]>>, nowMs: number) {

@@ -53,28 +53,70 @@ function ownPaths(file: Record<string, unknown>, ctx: Ctx): void {
 function clientReferences(file: Record<string, unknown>, ctx: Ctx): void {
   const ids = new Map<string, number>();
   const plans = isRecord(file.plans) ? file.plans : undefined;
+  const issuers = trustedIssuerNames(file);
+  const planNamed = (path: Path, plan: unknown): void => {
+    if (plans === undefined || typeof plan !== "string" || Object.hasOwn(plans, plan)) return;
+    const known = Object.keys(plans);
+    problem(ctx, path, `names no plan; known plans: ${known.length ? known.join(", ") : "(none)"}`);
+  };
   list(file.clients).forEach((client, index) => {
     if (!isRecord(client)) return;
+    const issuer = typeof client.issuer === "string" ? client.issuer : undefined;
+    if (issuer !== undefined && !issuers.includes(issuer)) {
+      problem(
+        ctx,
+        ["clients", index, "issuer"],
+        `names no trusted issuer; known: ${issuers.length ? issuers.join(", ") : "(none: add tokens.trusted_issuers)"}`,
+      );
+    }
     if (typeof client.id === "string") {
-      const folded = client.id.toLowerCase();
+      // Ids are unique per issuer: a provider's client may share an id with an own client.
+      const folded = `${issuer ?? ""} ${client.id.toLowerCase()}`;
       const first = ids.get(folded);
       if (first !== undefined)
         problem(ctx, ["clients", index, "id"], `is already used by clients[${first}]`);
       else ids.set(folded, index);
     }
-    if (
-      plans !== undefined &&
-      typeof client.plan === "string" &&
-      !Object.hasOwn(plans, client.plan)
-    ) {
-      const known = Object.keys(plans);
-      problem(
-        ctx,
-        ["clients", index, "plan"],
-        `names no plan; known plans: ${known.length ? known.join(", ") : "(none)"}`,
-      );
-    }
+    planNamed(["clients", index, "plan"], client.plan);
   });
+  trustedIssuers(file).forEach((entry, index) => {
+    if (isRecord(entry)) planNamed(["tokens", "trusted_issuers", index, "plan"], entry.plan);
+  });
+}
+
+function trustedIssuers(file: Record<string, unknown>): unknown[] {
+  return list(isRecord(file.tokens) ? file.tokens.trusted_issuers : undefined);
+}
+
+function trustedIssuerNames(file: Record<string, unknown>): string[] {
+  const names = trustedIssuers(file).flatMap((entry) =>
+    isRecord(entry) && typeof entry.name === "string" ? [entry.name] : [],
+  );
+  return [...new Set(names)];
+}
+
+// Each provider once, by name and by issuer: a token's `iss` must name one set of keys, and a
+// name one set of counters. gatehouse's own issuer is not a provider's.
+function uniqueIssuers(file: Record<string, unknown>, ctx: Ctx): void {
+  const tokens = isRecord(file.tokens) ? file.tokens : {};
+  const ownIssuer = typeof tokens.issuer === "string" ? tokens.issuer : "gatehouse";
+  for (const key of ["name", "issuer"] as const) {
+    const seen = new Map<unknown, number>();
+    trustedIssuers(file).forEach((entry, index) => {
+      if (!isRecord(entry) || typeof entry[key] !== "string") return;
+      const path = ["tokens", "trusted_issuers", index, key];
+      const first = seen.get(entry[key]);
+      if (first !== undefined) problem(ctx, path, `is already used by trusted_issuers[${first}]`);
+      else seen.set(entry[key], index);
+      if (key === "issuer" && entry.issuer === ownIssuer) {
+        problem(
+          ctx,
+          path,
+          "is gatehouse's own tokens.issuer; a provider needs an issuer of its own",
+        );
+      }
+    });
+  }
 }
 
 // Here rather than on the routes list, whose own checks the schema skips once any route has a
@@ -233,6 +275,7 @@ export function crossChecks(file: unknown, ctx: Ctx): void {
   if (!isRecord(file)) return;
   ownPaths(file, ctx);
   clientReferences(file, ctx);
+  uniqueIssuers(file, ctx);
   duplicateRoutes(file, ctx);
   stateFileStore(file, ctx);
   unservableRoutes(file, ctx);

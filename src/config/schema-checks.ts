@@ -119,14 +119,29 @@ export function checkMethodsOnce(route: { methods: readonly string[] }, ctx: Ctx
 
 /** A client has exactly one credential: secret_hash, secret_env or jwks_file. */
 export function checkClientSecret(
-  client: { secret_hash?: string; secret_env?: string; jwks_file?: string },
+  client: { secret_hash?: string; secret_env?: string; jwks_file?: string; issuer?: string },
   ctx: Ctx,
 ): void {
   const secrets =
     Number(client.secret_hash !== undefined) + Number(client.secret_env !== undefined);
   const keys = client.jwks_file !== undefined;
+  // A provider's client authenticates to the provider, never to gatehouse.
+  if (client.issuer !== undefined) {
+    if (secrets > 0 || keys) {
+      problem(
+        ctx,
+        ["issuer"],
+        "is for a client that authenticates to that provider: remove secret_hash, secret_env and jwks_file",
+      );
+    }
+    return;
+  }
   if (secrets === 0 && !keys) {
-    problem(ctx, [], "needs secret_hash (from gatehouse hash-secret), secret_env or jwks_file");
+    problem(
+      ctx,
+      [],
+      "needs secret_hash (from gatehouse hash-secret), secret_env or jwks_file, or issuer for a provider's client",
+    );
   }
   if (secrets === 2) problem(ctx, [], "must have either secret_hash or secret_env, not both");
   // RFC 7523 §2.2 and RFC 6749 §2.3: one method per client, so a leaked secret cannot stand in

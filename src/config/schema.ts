@@ -3,7 +3,7 @@
  * errors) and, through `z.toJSONSchema`, the published `config.schema.json`.
  * Checks sit on the smallest part they concern, so one bad section does not hide errors in another;
  * they are in schema-checks.ts, the value types in schema-fields.ts, the limits and plans in
- * limits-schema.ts.
+ * limits-schema.ts, the upstream in upstream-schema.ts.
  */
 import { z } from "zod";
 import { crossChecks } from "./cross-checks.js";
@@ -21,18 +21,17 @@ import {
   checkRoutePattern,
   checkRouteScopes,
   checkTokens,
-  checkUpstreamUrl,
   oneRateForm,
 } from "./schema-checks.js";
 import { TracingSchema } from "./tracing-schema.js";
+import { UpstreamSchema } from "./upstream-schema.js";
+import { TrustedIssuersSchema } from "./issuers-schema.js";
 import {
   cidr,
   duration,
-  headerName,
   hostName,
   languageCode,
   listenAddress,
-  optionalHeaderName,
   ownPath,
   positiveDuration,
   positiveInt,
@@ -69,6 +68,10 @@ const ClientSchema = z
       .describe(
         "A JWKS file of the client's public keys, for private_key_jwt (RFC 7523) instead of a secret.",
       ),
+    issuer: z
+      .string()
+      .optional()
+      .describe("The trusted_issuers name whose tokens this client presents (then no secret)."),
     plan: z
       .string()
       .optional()
@@ -143,46 +146,7 @@ export const FileSchema = z
       .array(cidr)
       .default([])
       .describe("CIDRs whose X-Forwarded-For is believed (the rightmost untrusted hop wins)."),
-    upstream: z.strictObject(
-      {
-        url: z
-          .string({
-            error: (issue) =>
-              issue.input === undefined
-                ? "is required: the upstream's base URL, such as http://127.0.0.1:3000"
-                : "must be a URL string, such as http://127.0.0.1:3000",
-          })
-          .superRefine(checkUpstreamUrl)
-          .describe("The upstream's base URL (http or https, no userinfo)."),
-        timeout: positiveDuration("No response headers in this time: 504.").default("30s"),
-        max_sockets: positiveInt("Keep-alive pool size to the upstream.").default(256),
-        idle_timeout: positiveDuration(
-          "A pooled connection idle this long is closed; keep it below the upstream's own.",
-        ).default("4s"),
-        identity_header: headerName
-          .default("X-Client-Id")
-          .describe("Set to the authenticated client id; inbound copies are removed."),
-        scopes_header: optionalHeaderName
-          .default("X-Client-Scopes")
-          .describe('Set to the token\'s granted scopes; inbound copies are removed; "" for none.'),
-        forward_authorization: z
-          .boolean({ error: "must be true or false" })
-          .default(false)
-          .describe("Pass the bearer token on to the upstream."),
-        underscore_headers: z
-          .enum(["drop", "keep"], { error: "must be drop or keep" })
-          .default("drop")
-          .describe(
-            "Request headers with _ in their name: drop them all, or keep those that, with _ read as -, name no header gatehouse sets or removes.",
-          ),
-      },
-      {
-        error: (issue) =>
-          issue.input === undefined
-            ? "is required, with at least url: the service gatehouse protects"
-            : "must be a mapping with at least url",
-      },
-    ),
+    upstream: UpstreamSchema,
     tokens: z
       .strictObject({
         path: ownPath.default("/oauth/token").describe("The token endpoint's path."),
@@ -225,6 +189,7 @@ export const FileSchema = z
         revocation_path: ownPath
           .default("/oauth/revoke")
           .describe("The revocation endpoint's path (RFC 7009)."),
+        trusted_issuers: TrustedIssuersSchema,
         failure_limit: RateLimitSchema.prefault({ limit: 10, window: "1m" }).describe(
           "Failed client authentications and refused bearer tokens per client IP (never per client id).",
         ),

@@ -166,6 +166,7 @@ export async function buildSnapshot(
       idleTimeoutMs: durationMs(file.upstream.idle_timeout),
       identityHeader: file.upstream.identity_header.toLowerCase(),
       scopesHeader: file.upstream.scopes_header.toLowerCase(),
+      issuerHeader: file.upstream.issuer_header.toLowerCase(),
       forwardAuthorization: file.upstream.forward_authorization,
       keepUnderscoreHeaders: file.upstream.underscore_headers === "keep",
     },

@@ -59,8 +59,12 @@ export interface RequestContext {
   route: Route | undefined;
   /** gatehouse's own endpoint that answered, the `route` of its metrics and access-log line. */
   own: OwnEndpoint | undefined;
-  /** The authenticated client id. */
+  /** The authenticated client id, as its token names it (X-Client-Id). */
   clientId: string | undefined;
+  /** Its token's issuer: `own` for gatehouse's, else a `trusted_issuers` name. */
+  issuer: string | undefined;
+  /** The client's plan and counters key: its id, or `<issuer>:<id>` for a provider's client. */
+  clientKey: string | undefined;
   /** The bearer token's scopes (set by the authenticate stage). */
   scopes: GrantedScopes | undefined;
   /** The one Accept-Language tag the upstream receives (set by the language stage). */

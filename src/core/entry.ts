@@ -69,6 +69,8 @@ export function createEntry(
       route: undefined,
       own: undefined,
       clientId: undefined,
+      issuer: undefined,
+      clientKey: undefined,
       scopes: undefined,
       language: undefined,
       responseHeaders: {},
@@ -111,6 +113,7 @@ function accessLog(
     durationMs,
     upstreamMs: ctx.upstreamMs,
     clientId: ctx.clientId,
+    issuer: ctx.issuer,
     decision: ctx.decision,
   });
   spans?.record(ctx, status, durationMs);

@@ -71,6 +71,7 @@ async function drain(lifecycle: DrainingLifecycle, parts: ShutdownParts): Promis
   // After the drain too, so the spans of the last requests are sent.
   await parts.spanExports.close();
   parts.localMarks.close();
+  parts.issuerKeys.close();
   log.info("stopped");
 }
 

@@ -16,6 +16,7 @@ import type { ForwarderPool } from "../upstream/forwarders.js";
 import type { SpanExports } from "../tracing/exporters.js";
 import type { SpanExport } from "../tracing/span-export.js";
 import type { LocalMarks } from "../tokens/marks.js";
+import type { IssuerKeys, IssuerKeySet } from "../tokens/issuer-keys.js";
 
 /** What one config snapshot runs with. */
 export interface Runtime {
@@ -43,13 +44,23 @@ export interface RuntimeParts {
   readonly tokenBodyMs: number;
   /** The process's used assertion ids and revoked token ids, kept across reloads. */
   readonly localMarks: LocalMarks;
+  /** The trusted issuers' keys, kept across reloads that keep the issuer. */
+  readonly issuerKeys: IssuerKeys;
 }
 
 /** The config store holding the runtime of `first`, building one for each reloaded snapshot. */
 export async function openConfigStore(
   first: Snapshot,
   source: ConfigSource,
-  { services, forwarders, limiterStores, spanExports, tokenBodyMs, localMarks }: RuntimeParts,
+  {
+    services,
+    forwarders,
+    limiterStores,
+    spanExports,
+    tokenBodyMs,
+    localMarks,
+    issuerKeys,
+  }: RuntimeParts,
 ): Promise<ConfigStore<Runtime>> {
   const { log, metrics } = services;
   const warn = createWarnOnce(log);
@@ -63,6 +74,10 @@ export async function openConfigStore(
     const forwarder = forwarders.forwarderFor(config.upstream);
     const limiterStore = await limiterStores.storeFor(config.limits.store);
     const spans = await spanExports.recorderFor(config.tracing);
+    // Started now, without waiting: a provider that is down must not hold the start or a reload.
+    const keySets = new Map(
+      config.tokens.trustedIssuers.map((issuer) => [issuer, issuerKeys.setFor(issuer)]),
+    );
     return {
       config,
       forwarder,
@@ -74,6 +89,7 @@ export async function openConfigStore(
         limiterStore,
         tokenBodyMs,
         localMarks,
+        keySetFor: (issuer) => keySets.get(issuer) as IssuerKeySet,
       }),
     };
   };
@@ -87,6 +103,7 @@ export async function openConfigStore(
       forwarders.replace(previous.forwarder, next.forwarder);
       void limiterStores.release(next.config.limits.store);
       spanExports.replace(previous.spans, next.spans);
+      issuerKeys.retain(next.config.tokens.trustedIssuers);
       log.level = next.config.file.logging.level;
     },
   });

@@ -21,8 +21,10 @@ export interface PreparedPlan {
 /** The plans of one snapshot, ready for counting. */
 export interface Enforcer {
   readonly anonymous: PreparedPlan | undefined;
-  /** By client id; a client missing here is not limited. */
+  /** By client key; a client missing here is not limited unless its issuer has a plan. */
   readonly clients: ReadonlyMap<string, PreparedPlan>;
+  /** A trusted issuer's plan for the clients `clients` does not list, by issuer name. */
+  readonly issuers: ReadonlyMap<string, PreparedPlan>;
   /**
    * Counts `cost` points for `subject` (`client:<id>` or `ip:<address>`) and decides; at once
    * when the store counts synchronously (memory), else as a promise.
@@ -95,11 +97,14 @@ export function createEnforcer(
   };
   const clients = new Map<string, PreparedPlan>();
   for (const [id, plan] of settings.clients) clients.set(id, prepare(plan));
+  const issuers = new Map<string, PreparedPlan>();
+  for (const [name, plan] of settings.issuers) issuers.set(name, prepare(plan));
   const { dryRun } = settings;
 
   return {
     anonymous: settings.anonymous === undefined ? undefined : prepare(settings.anonymous),
     clients,
+    issuers,
     check(entry, subject, cost) {
       const nowMs = now();
       // A dry run counts every request, the ones it would refuse too.

@@ -85,8 +85,13 @@ export type StoreSettings =
 export interface LimitsSettings {
   /** For `auth: none` routes, keyed by client IP; undefined: those routes are not limited. */
   readonly anonymous: Plan | undefined;
-  /** By client id; a client missing here is not limited. */
+  /**
+   * By client key (the id, or `<issuer>:<id>` for a provider's client); a client missing here
+   * is not limited, unless its issuer has a plan.
+   */
   readonly clients: ReadonlyMap<string, Plan>;
+  /** The plan of a trusted issuer's clients that `clients` does not list, by issuer name. */
+  readonly issuers: ReadonlyMap<string, Plan>;
   readonly resetHeader: "seconds" | "unix";
   /** Which header families are sent. */
   readonly headers: { readonly xRateLimit: boolean; readonly ietf: boolean };
@@ -151,7 +156,8 @@ export function compileLimits(
   for (const client of file.clients) {
     const inForce = limitsInForce<PlanConfig>(client, file.plans);
     const base = inForce.plan === undefined ? undefined : plans.get(inForce.plan);
-    const owner = `client:${client.id}`;
+    const key = client.issuer === undefined ? client.id : `${client.issuer}:${client.id}`;
+    const owner = `client:${key}`;
     // What the client sets itself is counted under its own name, what its plan sets under the
     // plan's: a reload that changes one keeps what the other counted.
     const rates = (inForce.rates === client ? rateRules(owner, client) : base?.rates) ?? [];
@@ -160,12 +166,18 @@ export function compileLimits(
         ? quotaRule(owner, client.quota)
         : base?.quota;
     if (rates.length === 0 && quota === undefined) continue;
-    clients.set(client.id, { name: base?.name ?? owner, rates, quota });
+    clients.set(key, { name: base?.name ?? owner, rates, quota });
+  }
+  const issuers = new Map<string, Plan>();
+  for (const issuer of file.tokens.trusted_issuers) {
+    const plan = issuer.plan === undefined ? undefined : plans.get(issuer.plan);
+    if (plan !== undefined) issuers.set(issuer.name, plan);
   }
   const { limits } = file;
   return {
     anonymous: plans.get("anonymous"),
     clients,
+    issuers,
     resetHeader: limits.reset_header,
     headers: {
       xRateLimit: limits.headers.includes("x-ratelimit"),
@@ -175,4 +187,18 @@ export function compileLimits(
     store: redis === undefined ? MEMORY : { kind: "redis", ...redis },
     stateFile: limits.state_file === "" ? undefined : resolve(baseDir, limits.state_file),
   };
+}
+
+/**
+ * The plan a client counts against: its own entry's (by client key), else for a provider's
+ * client that `clients` does not list, its issuer's; undefined: not limited.
+ */
+export function clientPlan<P>(
+  clients: ReadonlyMap<string, P>,
+  issuers: ReadonlyMap<string, P>,
+  clientKey: string,
+  issuer: string | undefined,
+): P | undefined {
+  const listed = clients.get(clientKey);
+  return listed !== undefined || issuer === undefined ? listed : issuers.get(issuer);
 }

@@ -4,7 +4,14 @@ import type { FailureDecision, FailureLimiter } from "../limits/failures.js";
 import { tooManyRequests } from "../limits/headers.js";
 import { errorReply, type Reply, type RequestContext, type Stage } from "../core/context.js";
 import type { Services } from "../core/services.js";
-import { createTokenVerifier, TokenRejected, type VerifiedToken } from "../tokens/verify.js";
+import {
+  createTokenVerifier,
+  TokenRejected,
+  type KeySetFor,
+  type VerifiedToken,
+} from "../tokens/verify.js";
+import { KeysUnavailable } from "../tokens/provider-tokens.js";
+import { OWN_ISSUER_NAME } from "../config/issuers-schema.js";
 import type { TokenMarks } from "../tokens/marks.js";
 import type { BearerChallenge } from "../tokens/metadata.js";
 
@@ -30,9 +37,13 @@ const TOKEN_IN_QUERY = invalidRequest("send the token in the Authorization heade
 
 /** The 401 answers of a config: their challenges point to its protected resource metadata. */
 function refusals(challenge: BearerChallenge) {
-  const invalidToken = (message: string): Reply =>
+  const invalidToken = (message: string, description?: string): Reply =>
     errorReply(401, "invalid_token", message, {
-      "www-authenticate": challenge('error="invalid_token"'),
+      "www-authenticate": challenge(
+        description === undefined
+          ? 'error="invalid_token"'
+          : `error="invalid_token", error_description="${description}"`,
+      ),
     });
   return {
     // RFC 6750 §3.1: a request without credentials gets a challenge without an error code.
@@ -43,7 +54,26 @@ function refusals(challenge: BearerChallenge) {
     expired: invalidToken("the bearer token has expired"),
     clientGone: invalidToken("the bearer token's client is no longer configured"),
     revoked: invalidToken("the bearer token has been revoked"),
+    // RFC 9449 §7.1, RFC 8705 §3: a bound token used as a bearer token; the description says
+    // why, so the client's developer need not guess.
+    senderConstrained: invalidToken(
+      "the bearer token is bound to a key (cnf); sender-constrained tokens are not supported",
+      "sender-constrained tokens are not supported",
+    ),
   };
+}
+
+type Refusals = ReturnType<typeof refusals>;
+
+// A provider's unknown `kid` while its keys cannot be fetched: the token may be good, so it must
+// not be thrown away as a 401 would make the client do.
+function keysUnavailable(error: KeysUnavailable): Reply {
+  return errorReply(
+    503,
+    "temporarily_unavailable",
+    `the keys of the token's issuer (${error.issuer}) cannot be fetched; retry after ${error.retryAfterSeconds} s`,
+    { "retry-after": String(error.retryAfterSeconds) },
+  );
 }
 
 const UNAVAILABLE = Symbol("unavailable");
@@ -62,6 +92,18 @@ const REVOCATIONS_UNAVAILABLE = errorReply(
   "the revoked tokens cannot be read; try again shortly",
   { "retry-after": "1" },
 );
+
+// The failure limiter throws only when its store is down under `on_outage: closed`.
+function limiterCall<T>(
+  services: Services,
+  ctx: RequestContext,
+  call: Promise<T>,
+): Promise<T | typeof UNAVAILABLE> {
+  return call.catch((error: unknown) => {
+    services.log.debug({ requestId: ctx.requestId, err: error }, "failures not counted");
+    return UNAVAILABLE;
+  });
+}
 
 // A 503 for a store that cannot be reached is logged and counted with the decision the limits
 // stage gives its own.
@@ -114,24 +156,51 @@ function bearerToken(ctx: RequestContext): string | Reply | typeof NO_CREDENTIAL
   return token;
 }
 
+// Refusals that never count against the address, the client did nothing wrong: an expired token
+// was signed by its issuer (the client is renewing, not forging); an unknown `kid` is what every
+// good token has after a provider rotates its keys, or gatehouse restarts with a generated key; a
+// provider's client that is not listed holds a genuine token.
+function uncounted(
+  error: TokenRejected | KeysUnavailable,
+  answers: Refusals,
+): readonly [string, Reply] | undefined {
+  if (error instanceof KeysUnavailable) return ["bearer_keys_unavailable", keysUnavailable(error)];
+  if (error.reason === "expired") return ["bearer_expired", answers.expired];
+  if (error.reason === "unknown_kid") return ["bearer_unknown_kid", answers.invalid];
+  if (error.reason === "unknown_client") return ["bearer_client_removed", answers.clientGone];
+  return undefined;
+}
+
+// A refusal that counts against the address: the token's reason for the metric, and the answer.
+function refusal(
+  error: TokenRejected | KeysUnavailable,
+  answers: Refusals,
+): readonly [string, Reply] {
+  return error instanceof TokenRejected && error.reason === "sender_constrained"
+    ? ["bearer_sender_constrained", answers.senderConstrained]
+    : ["bearer_invalid", answers.invalid];
+}
+
 /**
- * Requires a valid access token on `auth: bearer` routes (RFC 6750) and records its client in
- * `ctx.clientId` and its scopes in `ctx.scopes`. A token verified before answers from the cache, without a signature check. A
- * token that fails verification, other than by expiring or naming an unknown key, counts against its client IP in
- * `failures`; beyond the limit, the IP's tokens that are not in the cache are
- * refused without a check. A revoked token (RFC 7009, by its `jti` in `marks`) is refused. Its
- * 401 challenges are `challenge`'s, which point to the protected resource metadata.
+ * Requires a valid access token on `auth: bearer` routes (RFC 6750), gatehouse's own or a trusted
+ * issuer's (its keys from `keySetFor`), and records its client, issuer and scopes in `ctx`. A
+ * token verified before answers from the cache, without a signature check. A token that fails
+ * verification, other than by expiring, naming an unknown key or an unlisted client, counts
+ * against its client IP in `failures`; beyond the limit, the IP's tokens that are not in the cache
+ * are refused without a check. A revoked token (RFC 7009, by its `jti` in `marks`) is refused.
+ * Its 401 challenges are `challenge`'s, which point to the protected resource metadata.
  */
 export function createAuthenticateStage(
   settings: TokenSettings,
   failures: FailureLimiter,
   marks: TokenMarks,
   services: Services,
+  keySetFor: KeySetFor,
   challenge: BearerChallenge,
 ): Stage {
   const { metrics, now } = services;
   const answers = refusals(challenge);
-  const verifier = createTokenVerifier(settings);
+  const verifier = createTokenVerifier(settings, keySetFor);
   const clients = settings.clients.ids;
 
   const refuse = (reason: string, reply: Reply): Reply => {
@@ -147,6 +216,8 @@ export function createAuthenticateStage(
     if (revoked === "unavailable") return unavailable(ctx, REVOCATIONS_UNAVAILABLE);
     if (revoked) return refuse("bearer_revoked", answers.revoked);
     ctx.clientId = token.clientId;
+    ctx.issuer = token.issuer;
+    ctx.clientKey = token.clientKey;
     ctx.scopes = token.scopes;
     return undefined;
   };
@@ -156,6 +227,9 @@ export function createAuthenticateStage(
     token: VerifiedToken,
     nowMs: number,
   ): Reply | undefined | Promise<Reply | undefined> => {
+    // A provider's client was matched when its token was verified, by this snapshot's verifier;
+    // revoking it is the provider's (RFC 7009 §2.2), so gatehouse's denylist has nothing of it.
+    if (token.issuer !== OWN_ISSUER_NAME) return admit(ctx, token, false);
     // A token outlives a config change; its client must still be listed.
     if (!clients.has(token.clientId)) return refuse("bearer_client_removed", answers.clientGone);
     const revoked = marks.isRevoked(token.clientId, token.jti, nowMs);
@@ -164,16 +238,9 @@ export function createAuthenticateStage(
       : admit(ctx, token, revoked);
   };
 
-  // The failure limiter throws only when its store is down under `on_outage: closed`.
-  const limiterCall = <T>(ctx: RequestContext, call: Promise<T>): Promise<T | typeof UNAVAILABLE> =>
-    call.catch((error: unknown) => {
-      services.log.debug({ requestId: ctx.requestId, err: error }, "failures not counted");
-      return UNAVAILABLE;
-    });
-
   async function verifyNew(ctx: RequestContext, token: string, nowMs: number) {
     const ip = ctx.client.address;
-    const early = await limiterCall(ctx, failures.peek(ip));
+    const early = await limiterCall(services, ctx, failures.peek(ip));
     if (early === UNAVAILABLE) return unavailable(ctx, LIMITS_UNAVAILABLE);
     if (!early.allowed) {
       return refuse("bearer_rate_limited", tooManyRefused(early, settings.failureLimit));
@@ -182,17 +249,15 @@ export function createAuthenticateStage(
     try {
       verified = await verifier.verify(token, nowMs);
     } catch (error) {
-      if (!(error instanceof TokenRejected)) throw error;
-      // Neither counts as a failure, the client did nothing wrong: an expired token was signed by
-      // us (its client is renewing, not forging), and after a restart with a generated key or a
-      // rotation every token a client holds names a kid no key has.
-      if (error.reason === "expired") return refuse("bearer_expired", answers.expired);
-      if (error.reason === "unknown_kid") return refuse("bearer_unknown_kid", answers.invalid);
-      const counted = await limiterCall(ctx, failures.failed(ip));
+      if (!(error instanceof TokenRejected || error instanceof KeysUnavailable)) throw error;
+      const answer = uncounted(error, answers);
+      if (answer !== undefined) return refuse(...answer);
+      const counted = await limiterCall(services, ctx, failures.failed(ip));
       return counted === UNAVAILABLE
         ? unavailable(ctx, LIMITS_UNAVAILABLE)
-        : refuse("bearer_invalid", answers.invalid);
+        : refuse(...refusal(error, answers));
     }
+    metrics.bearerTokensVerified.inc({ issuer: verified.issuer });
     return accept(ctx, verified, nowMs);
   }
 

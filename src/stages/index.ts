@@ -24,6 +24,7 @@ import type { Forwarder } from "../upstream/forwarder.js";
 import type { Stage } from "../core/context.js";
 import type { Services } from "../core/services.js";
 import { createTokenMarks, type LocalMarks } from "../tokens/marks.js";
+import type { KeySetFor } from "../tokens/verify.js";
 import { bearerChallenge, metadataOf } from "../tokens/metadata.js";
 
 /** What the stages are built with besides the snapshot. */
@@ -36,6 +37,8 @@ export interface PipelineDeps {
   readonly tokenBodyMs: number;
   /** The process's used assertion ids and revoked token ids, across reloads. */
   readonly localMarks: LocalMarks;
+  /** Each trusted issuer's keys, fetched and kept across reloads. */
+  readonly keySetFor: KeySetFor;
 }
 
 /** Builds the ordered stages for one config snapshot. */
@@ -78,7 +81,7 @@ export function buildStages(config: Snapshot, deps: PipelineDeps): readonly Stag
     createRouteStage(config.routes),
     // 401 and 400 for the bearer token (a revoked one too) come after 404/405 and before anything
     // counts.
-    createAuthenticateStage(config.tokens, failures, marks, services, challenge),
+    createAuthenticateStage(config.tokens, failures, marks, services, deps.keySetFor, challenge),
     // 403 for a token without the route's scopes: known only once the token is, and before
     // anything counts, so a refused request is neither counted nor forwarded.
     createScopesStage(config.routes, challenge),

@@ -2,7 +2,7 @@ import { addressKey } from "../limits/client-key.js";
 import type { Decision } from "../limits/decide.js";
 import { createEnforcer, type PreparedPlan } from "../limits/enforce.js";
 import { renderDecision, type HeaderStyle } from "../limits/headers.js";
-import type { LimitsSettings } from "../limits/plans.js";
+import { clientPlan, type LimitsSettings } from "../limits/plans.js";
 import type { CounterStore } from "../limits/counters.js";
 import { createOutage } from "../limits/outage.js";
 import { errorReply, type Outcome, type RequestContext, type Stage } from "../core/context.js";
@@ -27,7 +27,7 @@ export function createLimitsStage(
   services: Services,
 ): Stage {
   const enforcer = createEnforcer(settings, store, services.now);
-  const { anonymous, clients } = enforcer;
+  const { anonymous, clients, issuers } = enforcer;
   const style: HeaderStyle = { reset: settings.resetHeader, ...settings.headers };
   const { metrics } = services;
 
@@ -80,11 +80,13 @@ export function createLimitsStage(
     const anonymousRoute = route.auth === "none";
     const plan = anonymousRoute
       ? anonymous
-      : ctx.clientId === undefined
+      : ctx.clientKey === undefined
         ? undefined
-        : clients.get(ctx.clientId);
+        : clientPlan(clients, issuers, ctx.clientKey, ctx.issuer);
     if (plan === undefined) return undefined;
-    const key = anonymousRoute ? addressKey(ctx.client.address) : `client:${ctx.clientId}`;
+    // A provider's clients are counted under `<issuer>:<id>`: apart from an own client of the
+    // same id and from every other issuer's.
+    const key = anonymousRoute ? addressKey(ctx.client.address) : `client:${ctx.clientKey}`;
     const decision = enforcer.check(plan, key, route.cost);
     return decision instanceof Promise
       ? decision.then(

@@ -2,6 +2,7 @@ import { errorReply, type Reply, type RequestContext, type Stage } from "../core
 import {
   AUTHORIZATION_SERVER_PATH,
   JWKS_PATH,
+  NOT_AN_ISSUER,
   PROTECTED_RESOURCE_PATH,
   type Metadata,
   type Publication,
@@ -11,6 +12,7 @@ import type { TokenSettings } from "../tokens/settings.js";
 const WRONG_METHOD = errorReply(405, "method_not_allowed", "this document answers GET and HEAD", {
   allow: "GET, HEAD",
 });
+const NO_JWKS = errorReply(404, "not_found", NOT_AN_ISSUER);
 
 function served(body: unknown): Reply {
   return {
@@ -54,10 +56,12 @@ function namespace(prefix: string, published: Publication, what: string): Namesp
  * Serves the public documents: the JWKS (RFC 7517 §5), the authorization server metadata
  * (RFC 8414) and the protected resource metadata (RFC 9728); gatehouse's own paths, without
  * authentication, never counted or forwarded. Any other path in the two metadata namespaces
- * answers 404 saying where the document is, or why none is served.
+ * answers 404 saying where the document is, or why none is served. In resource-server-only mode
+ * the JWKS and the authorization server metadata answer 404: the trusted issuers publish theirs.
  */
 export function createMetadataStage(settings: TokenSettings, metadata: Metadata): Stage {
-  const jwks = served(settings.keys.jwks);
+  // In resource-server-only mode the key ring's key signs nothing, so it is not published.
+  const jwks = settings.ownTokens ? served(settings.keys.jwks) : undefined;
   const namespaces = [
     namespace(
       AUTHORIZATION_SERVER_PATH,
@@ -78,7 +82,7 @@ export function createMetadataStage(settings: TokenSettings, metadata: Metadata)
     const { path } = ctx;
     if (path === JWKS_PATH) {
       ctx.own = "jwks";
-      return answer(ctx, jwks);
+      return jwks === undefined ? NO_JWKS : answer(ctx, jwks);
     }
     for (const known of namespaces) {
       if (!within(path, known.prefix)) continue;

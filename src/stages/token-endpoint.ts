@@ -69,6 +69,13 @@ const REVOCATIONS_FULL = oauthError(
   `the client holds ${MAX_REVOCATIONS_PER_CLIENT} revoked tokens that have not expired; revoke again once some have`,
 );
 
+// Resource-server-only mode: every client gets its tokens from a trusted issuer.
+const NO_OWN_TOKENS = oauthError(
+  404,
+  "not_found",
+  "this gatehouse issues and revokes no tokens: clients get theirs from the trusted issuers",
+);
+
 function declaredTooLarge(req: IncomingMessage): boolean {
   const length = req.headers["content-length"];
   return length !== undefined && Number(length) > MAX_TOKEN_BODY_BYTES;
@@ -169,6 +176,14 @@ export function createTokenEndpointStage(
   services: Services,
   bodyMs: number,
 ): Stage {
+  if (!settings.ownTokens) {
+    return function tokenEndpoint(ctx) {
+      const revocation = ctx.path === settings.revocationPath;
+      if (ctx.path !== settings.path && !revocation) return undefined;
+      ctx.own = revocation ? "revocation" : "token";
+      return NO_OWN_TOKENS;
+    };
+  }
   const endpoint: Endpoint = {
     settings,
     failures,

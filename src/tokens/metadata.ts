@@ -4,6 +4,7 @@
  */
 import { canonicalTarget, PATH_REJECTION_MESSAGES } from "../http/path.js";
 import { clientAuthentication, type TokenSettings } from "./settings.js";
+import { secureUrl } from "../http/secure-url.js";
 
 /** The JWKS path (RFC 8615 well-known URI). */
 export const JWKS_PATH = "/.well-known/jwks.json";
@@ -84,28 +85,14 @@ function document(members: readonly Member[], source: Source) {
   return Object.freeze(body);
 }
 
-function loopback(hostname: string): boolean {
-  return (
-    hostname === "localhost" ||
-    hostname === "[::1]" ||
-    /^127\.[0-9]+\.[0-9]+\.[0-9]+$/.test(hostname)
-  );
-}
-
-// RFC 8414 §2 and RFC 9728 §1.2: the issuer and the resource are https URLs without a fragment
-// (nor here a query or userinfo, which no path could serve); http is taken on a loopback host,
-// where no one else can answer for it.
-function httpsUrl(value: string): URL | undefined {
-  if (!URL.canParse(value) || /[?#]/.test(value)) return undefined;
-  const url = new URL(value);
-  if (url.username !== "" || url.password !== "") return undefined;
-  if (url.protocol === "https:") return url;
-  return url.protocol === "http:" && loopback(url.hostname) ? url : undefined;
-}
-
 const NOT_HTTPS = "an https URL (http on a loopback host) without a query or fragment";
 
+// Resource-server-only mode: the trusted issuers publish their own keys and metadata.
+export const NOT_AN_ISSUER =
+  "this gatehouse issues no tokens: the trusted issuers publish their own keys and metadata";
+
 function authorizationServer(source: Source, issuer: URL | undefined): Publication {
+  if (!source.settings.ownTokens) return { unserved: NOT_AN_ISSUER };
   if (issuer === undefined) {
     return {
       unserved: `authorization server metadata is served only when tokens.issuer is ${NOT_HTTPS}`,
@@ -117,7 +104,7 @@ function authorizationServer(source: Source, issuer: URL | undefined): Publicati
 }
 
 function protectedResource(source: Source): Publication & { readonly url?: string } {
-  const resource = httpsUrl(source.settings.audience);
+  const resource = secureUrl(source.settings.audience);
   if (resource === undefined) {
     return {
       unserved: `protected resource metadata is served only when tokens.audience is ${NOT_HTTPS}`,
@@ -146,12 +133,18 @@ function protectedResource(source: Source): Publication & { readonly url?: strin
 
 /** The metadata documents for `settings`, or why each is not served. */
 export function metadataOf(settings: TokenSettings): Metadata {
-  const issuer = httpsUrl(settings.issuer);
+  // In resource-server-only mode gatehouse is no authorization server, whatever tokens.issuer is.
+  const issuer = settings.ownTokens ? secureUrl(settings.issuer) : undefined;
   const source: Source = {
     settings,
     origin: issuer?.origin ?? "",
     auth: clientAuthentication(settings.clients),
-    authorizationServers: issuer === undefined ? [] : [settings.issuer],
+    // Clients such as the MCP SDK take the first: the providers, in the file's order, then
+    // gatehouse itself when it issues tokens (and its issuer is a URL a client can discover).
+    authorizationServers: [
+      ...settings.trustedIssuers.map((trusted) => trusted.issuer),
+      ...(issuer === undefined ? [] : [settings.issuer]),
+    ],
   };
   const { url, ...protectedResourceDocument } = protectedResource(source);
   return {

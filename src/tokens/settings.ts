@@ -86,6 +86,37 @@ export interface TokenSettings {
   readonly scopes: readonly string[];
   /** What each client may be granted, by client id. */
   readonly grants: ReadonlyMap<string, ClientGrants>;
+  /** `tokens.trusted_issuers`, in the file's order. */
+  readonly trustedIssuers: readonly TrustedIssuer[];
+  /**
+   * Whether gatehouse issues and accepts tokens of its own: some client authenticates to it, or
+   * no provider is trusted. False is resource-server-only mode: no token or revocation endpoint,
+   * no signing key.
+   */
+  readonly ownTokens: boolean;
+}
+
+/** A client `clients` lists for a trusted issuer. */
+export interface ProviderClient {
+  /** `scopes`: what its tokens' scopes are capped to; undefined when the entry lists none. */
+  readonly scopeCap: ReadonlySet<string> | undefined;
+}
+
+/** One `tokens.trusted_issuers` entry, compiled. */
+export interface TrustedIssuer {
+  readonly name: string;
+  /** The `iss` its tokens carry, compared exactly. */
+  readonly issuer: string;
+  /** "" to discover it from the issuer's metadata. */
+  readonly jwksUri: string;
+  readonly audiences: readonly string[];
+  /** The claim naming the client; undefined: `client_id`, else `azp`. */
+  readonly clientClaim: string | undefined;
+  readonly algorithms: readonly string[];
+  /** The plan of clients `clients` does not list; undefined refuses them. */
+  readonly plan: string | undefined;
+  /** The clients listed with `issuer: <name>`, by id. */
+  readonly clients: ReadonlyMap<string, ProviderClient>;
 }
 
 /** `tokens.failure_limit`: failed authentications allowed per window. */
@@ -222,6 +253,26 @@ async function clientRegistry(
   };
 }
 
+function trustedIssuers(file: FileConfig): TrustedIssuer[] {
+  return file.tokens.trusted_issuers.map((entry) => ({
+    name: entry.name,
+    issuer: entry.issuer,
+    jwksUri: entry.jwks_uri,
+    audiences: entry.audiences ?? [file.tokens.audience],
+    clientClaim: entry.client_claim,
+    algorithms: entry.algorithms,
+    plan: entry.plan,
+    clients: new Map(
+      file.clients
+        .filter((client) => client.issuer === entry.name)
+        .map((client) => [
+          client.id,
+          { scopeCap: client.scopes.length === 0 ? undefined : new Set(client.scopes) },
+        ]),
+    ),
+  }));
+}
+
 /** Compiles the token settings; problems go to `context.problems`. */
 export async function compileTokens(
   file: FileConfig,
@@ -229,11 +280,16 @@ export async function compileTokens(
 ): Promise<TokenSettings> {
   const { tokens } = file;
   const ttlMs = durationMs(tokens.ttl);
+  // The clients that authenticate to gatehouse; a provider's clients authenticate to it.
+  const own = file.clients.filter((client) => client.issuer === undefined);
+  const ownTokens = own.length > 0 || tokens.trusted_issuers.length === 0;
   const [configured, previous, clients] = await Promise.all([
     currentKey(tokens.signing, context),
     previousKeys(tokens, context),
-    clientRegistry(file.clients, ttlMs, context),
+    clientRegistry(own, ttlMs, context),
   ]);
+  // In resource-server-only mode the key signs nothing: it is made only so that the key ring has
+  // one, and its absence is not warned about.
   const current = configured ?? (await context.ephemeralKeys.get(tokens.signing.algorithm));
   return {
     path: tokens.path,
@@ -250,8 +306,10 @@ export async function compileTokens(
       windowMs: durationMs(tokens.failure_limit.window),
       window: tokens.failure_limit.window,
     },
-    ephemeralKey: configured === undefined,
+    ephemeralKey: configured === undefined && ownTokens,
     scopes: tokens.scopes,
-    grants: compileGrants(file.clients, tokens.audience),
+    grants: compileGrants(own, tokens.audience),
+    trustedIssuers: trustedIssuers(file),
+    ownTokens,
   };
 }

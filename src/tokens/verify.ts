@@ -2,32 +2,16 @@
  * Verifies access tokens (RFC 9068 §4, RFC 8725) and remembers the verified ones until they
  * expire, so a client's requests pay one signature check per token rather than one per request.
  */
-import { errors, jwtVerify, type JWTHeaderParameters } from "jose";
-import type { TokenSettings } from "./settings.js";
+import { decodeJwt, errors, jwtVerify, type JWTHeaderParameters } from "jose";
+import { OWN_ISSUER_NAME } from "../config/issuers-schema.js";
+import type { TokenSettings, TrustedIssuer } from "./settings.js";
+import type { IssuerKeySet } from "./issuer-keys.js";
+import { verifyProviderToken } from "./provider-tokens.js";
+import { NO_SCOPES, TokenRejected, type VerifiedToken } from "./verified.js";
 import type { KeyMaterial } from "./keys.js";
 import type { GrantedScopes } from "../core/context.js";
 
-/** Why a token was refused; the reason feeds logs and metrics, never the client's answer. */
-export class TokenRejected extends Error {
-  constructor(
-    readonly reason: "malformed" | "unknown_kid" | "expired" | "claims" | "invalid",
-    message: string,
-  ) {
-    super(message);
-    this.name = "TokenRejected";
-  }
-}
-
-/**
- * What a verified token says, read once: its client, its scopes, its `jti`, and until when it is
- * accepted (epoch ms).
- */
-export interface VerifiedToken {
-  readonly clientId: string;
-  readonly scopes: GrantedScopes;
-  readonly jti: string;
-  readonly untilMs: number;
-}
+export { TokenRejected, type VerifiedToken } from "./verified.js";
 
 /** Verifies tokens for one configuration. */
 export interface TokenVerifier {
@@ -36,8 +20,6 @@ export interface TokenVerifier {
   /** Verifies `token` at `nowMs`; rejects with TokenRejected. */
   verify(token: string, nowMs: number): Promise<VerifiedToken>;
 }
-
-const NO_SCOPES: GrantedScopes = Object.freeze({ text: "", names: new Set<string>() });
 
 // RFC 9068 §2.2.3: `scope` is a space-separated string, read here once so that the cache holds
 // the set and a cached request parses nothing.
@@ -57,9 +39,23 @@ const COMPACT_JWS = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
 // RFC 9068 §2.2: these are REQUIRED in an access token; iss and aud are checked by value.
 const REQUIRED_CLAIMS = ["exp", "iat", "sub", "client_id", "jti"];
 
+/** The key set of each trusted issuer; without it, only gatehouse's own tokens verify. */
+export type KeySetFor = (issuer: TrustedIssuer) => IssuerKeySet;
+
+// The issuer a token names, read before its signature is checked only to choose the keys (RFC
+// 8725 §3.8: a token is checked with its own issuer's keys, never another's).
+function issuerOf(token: string): unknown {
+  try {
+    return decodeJwt(token).iss;
+  } catch (error) {
+    throw new TokenRejected("malformed", (error as Error).message);
+  }
+}
+
 /** Creates a verifier with its own cache, for the settings of one snapshot. */
 export function createTokenVerifier(
   settings: TokenSettings,
+  keySetFor?: KeySetFor,
   cacheSize = VERIFIED_CACHE_SIZE,
 ): TokenVerifier {
   const { keys, clockToleranceSeconds, ttlSeconds } = settings;
@@ -82,6 +78,51 @@ export function createTokenVerifier(
     verified.set(token, entry);
   }
 
+  const byIss = new Map(settings.trustedIssuers.map((issuer) => [issuer.issuer, issuer]));
+
+  async function verifyOwn(token: string, nowMs: number): Promise<VerifiedToken> {
+    let payload;
+    try {
+      ({ payload } = await jwtVerify(token, keyFor, {
+        algorithms,
+        typ: "at+jwt",
+        issuer: settings.issuer,
+        // RFC 7519 §4.1.3, RFC 8707: an `aud` array is accepted when it holds ours.
+        audience: settings.audience,
+        clockTolerance: clockToleranceSeconds,
+        // RFC 8725 §3.10: without it jose accepts an iat in the future.
+        maxTokenAge: ttlSeconds,
+        requiredClaims: REQUIRED_CLAIMS,
+        currentDate: new Date(nowMs),
+      }));
+    } catch (error) {
+      if (error instanceof TokenRejected) throw error;
+      const reason = error instanceof errors.JWTExpired ? "expired" : "invalid";
+      throw new TokenRejected(reason, (error as Error).message);
+    }
+    const clientId = payload.client_id;
+    if (typeof clientId !== "string" || clientId !== payload.sub) {
+      throw new TokenRejected("claims", "client_id must be a string equal to sub");
+    }
+    const scopes = scopesOf(payload.scope);
+    const exp = payload.exp as number;
+    const iat = payload.iat as number;
+    const untilMs = (Math.min(exp, iat + ttlSeconds) + clockToleranceSeconds) * 1000;
+    // RFC 9068 §2.2 requires jti (checked above); RFC 7009 revokes a token by it.
+    const jti = String(payload.jti);
+    return { clientId, issuer: OWN_ISSUER_NAME, clientKey: clientId, scopes, jti, untilMs };
+  }
+
+  const verifyAny = (token: string, nowMs: number): Promise<VerifiedToken> => {
+    const iss = issuerOf(token);
+    if (iss === settings.issuer && settings.ownTokens) return verifyOwn(token, nowMs);
+    const issuer = typeof iss === "string" ? byIss.get(iss) : undefined;
+    if (issuer === undefined || keySetFor === undefined) {
+      throw new TokenRejected("invalid", "the token's issuer is not trusted");
+    }
+    return verifyProviderToken(issuer, keySetFor(issuer), token, nowMs, clockToleranceSeconds);
+  };
+
   return {
     cached(token, nowMs) {
       const entry = verified.get(token);
@@ -94,35 +135,7 @@ export function createTokenVerifier(
       if (!COMPACT_JWS.test(token)) {
         throw new TokenRejected("malformed", "the token is not a compact JWS");
       }
-      let payload;
-      try {
-        ({ payload } = await jwtVerify(token, keyFor, {
-          algorithms,
-          typ: "at+jwt",
-          issuer: settings.issuer,
-          // RFC 7519 §4.1.3, RFC 8707: an `aud` array is accepted when it holds ours.
-          audience: settings.audience,
-          clockTolerance: clockToleranceSeconds,
-          // RFC 8725 §3.10: without it jose accepts an iat in the future.
-          maxTokenAge: ttlSeconds,
-          requiredClaims: REQUIRED_CLAIMS,
-          currentDate: new Date(nowMs),
-        }));
-      } catch (error) {
-        if (error instanceof TokenRejected) throw error;
-        const reason = error instanceof errors.JWTExpired ? "expired" : "invalid";
-        throw new TokenRejected(reason, (error as Error).message);
-      }
-      const clientId = payload.client_id;
-      if (typeof clientId !== "string" || clientId !== payload.sub) {
-        throw new TokenRejected("claims", "client_id must be a string equal to sub");
-      }
-      const scopes = scopesOf(payload.scope);
-      const exp = payload.exp as number;
-      const iat = payload.iat as number;
-      const untilMs = (Math.min(exp, iat + ttlSeconds) + clockToleranceSeconds) * 1000;
-      // RFC 9068 §2.2 requires jti (checked above); RFC 7009 revokes a token by it.
-      const entry: VerifiedToken = { clientId, scopes, jti: String(payload.jti), untilMs };
+      const entry = await verifyAny(token, nowMs);
       remember(token, entry);
       return entry;
     },

@@ -124,6 +124,7 @@ function attributes(ctx: RequestContext, status: number): Attributes {
   const agent = sent(ctx, "user-agent");
   if (agent !== undefined) attrs[ATTR_USER_AGENT_ORIGINAL] = agent;
   if (ctx.clientId !== undefined) attrs["gatehouse.client_id"] = ctx.clientId;
+  if (ctx.issuer !== undefined) attrs["gatehouse.client_issuer"] = ctx.issuer;
   if (status >= 500) attrs[ATTR_ERROR_TYPE] = String(status);
   return attrs;
 }

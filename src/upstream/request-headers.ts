@@ -30,16 +30,17 @@ export function createUpstreamHeaders(
   upstream: UpstreamSettings,
   dropped: DroppedHeaders,
 ): (ctx: RequestContext) => void {
-  // What is never copied from the client: hop-by-hop fields, the identity and scopes headers
-  // gatehouse owns (X-Client-Scopes even when not sent, so an upstream that reads it is never
-  // fooled), the bearer token unless it is to be passed on; and from an untrusted peer,
+  // What is never copied from the client: hop-by-hop fields, the identity, issuer and scopes
+  // headers gatehouse owns (X-Client-Scopes and X-Client-Issuer even when not sent, so an
+  // upstream that reads them is never fooled), the bearer token unless it is to be passed on;
+  // and from an untrusted peer,
   // forwarding claims.
   // The request id and the language are always gatehouse's own (the language stage runs on every
   // forwarded request), so they are added after the client's fields rather than overwritten in
   // place: every request then has its own fields in one order, whatever the client sent.
   // So are the trace context fields: the upstream's parent is gatehouse's span, and a tracestate
   // goes on only with the trace it belongs to.
-  const { identityHeader, scopesHeader } = upstream;
+  const { identityHeader, scopesHeader, issuerHeader } = upstream;
   const own = [
     ...REQUEST_HOP_BY_HOP,
     identityHeader,
@@ -49,6 +50,7 @@ export function createUpstreamHeaders(
     "tracestate",
   ];
   own.push(scopesHeader === "" ? "x-client-scopes" : scopesHeader);
+  own.push(issuerHeader === "" ? "x-client-issuer" : issuerHeader);
   if (!upstream.forwardAuthorization) own.push("authorization");
   const fromProxy = new Set(own);
   // The upstream's own authority, as nginx's proxy_pass sends it; the client's goes in
@@ -87,6 +89,7 @@ export function createUpstreamHeaders(
     headers.traceparent = formatTraceParent(ctx.traceId, ctx.spanId, ctx.sampled);
     if (ctx.tracestate !== undefined) headers.tracestate = ctx.tracestate;
     if (ctx.clientId !== undefined) headers[identityHeader] = ctx.clientId;
+    if (issuerHeader !== "" && ctx.issuer !== undefined) headers[issuerHeader] = ctx.issuer;
     if (scopesHeader !== "" && ctx.scopes !== undefined && ctx.scopes.text !== "") {
       headers[scopesHeader] = ctx.scopes.text;
     }

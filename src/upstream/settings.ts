@@ -9,6 +9,8 @@ export interface UpstreamSettings {
   readonly identityHeader: string;
   /** Lower-case name of the header carrying the granted scopes; "" for none. */
   readonly scopesHeader: string;
+  /** Lower-case name of the header carrying the token's issuer name; "" for none. */
+  readonly issuerHeader: string;
   readonly forwardAuthorization: boolean;
   /**
    * `underscore_headers: keep`: request headers with `_` in their name are forwarded, but for

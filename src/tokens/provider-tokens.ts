@@ -1,0 +1,154 @@
+/**
+ * Access tokens of a trusted issuer (an organisation's identity provider): verified with that
+ * issuer's keys only, under its pinned algorithms, audiences and client claim (RFC 9068 §4,
+ * RFC 8725), and matched to a client the config lists for it or to the issuer's plan.
+ */
+import { errors, jwtVerify, type JWTHeaderParameters, type JWTPayload } from "jose";
+import type { GrantedScopes } from "../core/context.js";
+import type { TrustedIssuer } from "./settings.js";
+import type { IssuerKeySet, KeyChooser } from "./issuer-keys.js";
+import { NO_SCOPES, TokenRejected, type VerifiedToken } from "./verified.js";
+
+/** A provider's unknown `kid` while its keys cannot be fetched: 503, never 401. */
+export class KeysUnavailable extends Error {
+  constructor(
+    readonly issuer: string,
+    readonly retryAfterSeconds: number,
+  ) {
+    super(`the keys of ${issuer} cannot be fetched`);
+    this.name = "KeysUnavailable";
+  }
+}
+
+// RFC 9068 §2.1 and §4: `at+jwt` (the media type's short form or full form), and `JWT`, which
+// providers such as Entra ID and Auth0 write in access tokens; compared without regard to case
+// (RFC 7515 §4.1.9 media types).
+const ACCEPTED_TYP = new Set(["at+jwt", "application/at+jwt", "jwt"]);
+
+// What a client id must look like to be written in X-Client-Id and a counter key: visible ASCII.
+const CLIENT_ID = /^[\x21-\x7E]{1,256}$/;
+
+function scopeText(payload: JWTPayload): string {
+  // RFC 9068 §2.2.3 `scope`; Entra ID and Okta write `scp`, an array or a space-separated string.
+  const claim = payload.scope !== undefined ? payload.scope : payload.scp;
+  if (claim === undefined) return "";
+  if (typeof claim === "string") return claim.trim();
+  if (Array.isArray(claim) && claim.every((name) => typeof name === "string")) {
+    return claim.join(" ");
+  }
+  throw new TokenRejected("claims", "scope must be a string (scp: a string or an array of them)");
+}
+
+function grantedScopes(text: string, cap: ReadonlySet<string> | undefined): GrantedScopes {
+  let names = text.split(/ +/).filter((name) => name !== "");
+  // A listed client's `scopes` caps what the provider granted it.
+  if (cap !== undefined) names = names.filter((name) => cap.has(name));
+  return names.length === 0 ? NO_SCOPES : { text: names.join(" "), names: new Set(names) };
+}
+
+// RFC 9068 §2.2: `client_id`; many providers write only `azp` (OpenID Connect Core §2). A
+// `client_id` present but unusable is refused, never replaced by `azp`.
+function clientIdOf(payload: JWTPayload, claim: string | undefined): string {
+  const value =
+    claim !== undefined
+      ? payload[claim]
+      : payload.client_id !== undefined
+        ? payload.client_id
+        : payload.azp;
+  if (typeof value !== "string" || !CLIENT_ID.test(value)) {
+    throw new TokenRejected("claims", "the token names no usable client");
+  }
+  return value;
+}
+
+function unknownKid(issuer: TrustedIssuer, keys: IssuerKeySet): Error {
+  return keys.fresh
+    ? new TokenRejected("unknown_kid", "no key of the issuer has this token's kid")
+    : new KeysUnavailable(issuer.name, keys.retryAfterSeconds());
+}
+
+// RFC 8725 §3.10: a key only by exact `kid` among the issuer's own; jku, x5u and jwk are never
+// used. An unknown `kid` asks for the keys again (the provider may have rotated).
+function keyChooser(issuer: TrustedIssuer, keys: IssuerKeySet) {
+  const known = (header: JWTHeaderParameters): KeyChooser | undefined =>
+    keys.chooser !== undefined && (header.kid === undefined || keys.hasKid(header.kid))
+      ? keys.chooser
+      : undefined;
+  return async (header: JWTHeaderParameters, token: Parameters<KeyChooser>[1]) => {
+    let chooser = known(header);
+    if (chooser === undefined) {
+      await keys.refresh();
+      chooser = known(header);
+      if (chooser === undefined) throw unknownKid(issuer, keys);
+    }
+    try {
+      return await chooser(header, token);
+    } catch (error) {
+      // No member fits the header's alg and kid (a token without kid whose alg has no key).
+      if (error instanceof errors.JWKSNoMatchingKey) throw unknownKid(issuer, keys);
+      throw error;
+    }
+  };
+}
+
+function checkHeaderAndTime(
+  header: JWTHeaderParameters,
+  payload: JWTPayload,
+  nowS: number,
+  toleranceS: number,
+): void {
+  if (header.typ !== undefined && !ACCEPTED_TYP.has(header.typ.toLowerCase())) {
+    throw new TokenRejected("claims", "typ must be at+jwt, application/at+jwt or JWT");
+  }
+  // jose checks iat only against a maximum age; an iat in the future is a forged or broken clock.
+  if (payload.iat !== undefined && payload.iat > nowS + toleranceS) {
+    throw new TokenRejected("claims", "iat is in the future");
+  }
+}
+
+/** Verifies `token`, whose `iss` names `issuer`, at `nowMs`; rejects as the own verifier does. */
+export async function verifyProviderToken(
+  issuer: TrustedIssuer,
+  keys: IssuerKeySet,
+  token: string,
+  nowMs: number,
+  toleranceS: number,
+): Promise<VerifiedToken> {
+  let verified;
+  try {
+    verified = await jwtVerify(token, keyChooser(issuer, keys), {
+      algorithms: [...issuer.algorithms],
+      issuer: issuer.issuer,
+      // RFC 7519 §4.1.3: an `aud` array is accepted when it holds one of the issuer's audiences.
+      audience: [...issuer.audiences],
+      clockTolerance: toleranceS,
+      requiredClaims: ["exp"],
+      currentDate: new Date(nowMs),
+    });
+  } catch (error) {
+    if (error instanceof TokenRejected || error instanceof KeysUnavailable) throw error;
+    const reason = error instanceof errors.JWTExpired ? "expired" : "invalid";
+    throw new TokenRejected(reason, (error as Error).message);
+  }
+  const { payload, protectedHeader } = verified;
+  checkHeaderAndTime(protectedHeader, payload, nowMs / 1000, toleranceS);
+  // RFC 9449 §6, RFC 8705 §3: a token bound to a key is only good with proof of that key, which a
+  // bearer request does not carry.
+  if (payload.cnf !== undefined) {
+    throw new TokenRejected("sender_constrained", "sender-constrained tokens are not supported");
+  }
+  const clientId = clientIdOf(payload, issuer.clientClaim);
+  const listed = issuer.clients.get(clientId);
+  if (listed === undefined && issuer.plan === undefined) {
+    throw new TokenRejected("unknown_client", "the issuer's client is not listed");
+  }
+  const text = scopeText(payload);
+  return {
+    clientId,
+    issuer: issuer.name,
+    clientKey: `${issuer.name}:${clientId}`,
+    scopes: grantedScopes(text, listed?.scopeCap),
+    jti: typeof payload.jti === "string" ? payload.jti : "",
+    untilMs: ((payload.exp as number) + toleranceS) * 1000,
+  };
+}

@@ -13,8 +13,7 @@
  * read side, which meets the same closed connection right after reading what the upstream sent,
  * ends the exchange with the upstream's answer, or with a reset when there was none.
  */
-import type { Agent } from "node:http";
-import { Socket } from "node:net";
+import type { Socket } from "node:net";
 
 type WriteCallback = (error?: Error | null) => void;
 
@@ -29,7 +28,7 @@ function readSideDecides(callback: WriteCallback): WriteCallback {
 }
 
 /** Makes `socket` leave a closed connection to its read side (see above). */
-function answerFirst(socket: Socket): void {
+export function answerFirst(socket: Socket): void {
   const writeOne = socket._write;
   socket._write = function (this: Socket, chunk, encoding, callback) {
     writeOne.call(this, chunk, encoding, readSideDecides(callback));
@@ -40,15 +39,4 @@ function answerFirst(socket: Socket): void {
       writeMany.call(this, chunks, readSideDecides(callback));
     };
   }
-}
-
-/** Makes every socket `agent` opens read the upstream's answer before a failed write counts. */
-export function answerFirstSockets(agent: Agent): void {
-  // Agent#createConnection is the documented place to shape the sockets an agent opens.
-  const create = agent.createConnection;
-  agent.createConnection = function (this: Agent, options, callback) {
-    const socket = create.call(this, options, callback);
-    if (socket instanceof Socket) answerFirst(socket);
-    return socket;
-  };
 }

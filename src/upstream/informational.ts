@@ -4,7 +4,7 @@
  * module is the one place that writes any interim head, through `ServerResponse#_writeRaw`, the
  * private writer those public ones use. A test guards it across Node versions.
  */
-import type { IncomingMessage, InformationEvent, ServerResponse } from "node:http";
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
 import { endToEnd, RESPONSE_HOP_BY_HOP } from "./hop-by-hop.js";
 
 // RFC 9110 §8.6 and §6.4.1: a 1xx has no content, so it carries no framing fields.
@@ -27,9 +27,14 @@ export function relaysInformational(req: IncomingMessage, status: number): boole
 }
 
 /** Writes the upstream's 1xx to the client, without hop-by-hop or framing fields. */
-export function writeInformational(res: ServerResponse, info: InformationEvent): void {
-  const headers = endToEnd(info.headers, INFORMATIONAL_DROPPED, false);
-  let head = `HTTP/1.1 ${info.statusCode} ${info.statusMessage}\r\n`;
+export function writeInformational(
+  res: ServerResponse,
+  status: number,
+  message: string,
+  fields: IncomingHttpHeaders,
+): void {
+  const headers = endToEnd(fields, INFORMATIONAL_DROPPED, false);
+  let head = `HTTP/1.1 ${status} ${message}\r\n`;
   for (const name in headers) {
     const value = headers[name];
     if (Array.isArray(value)) for (const line of value) head += `${name}: ${line}\r\n`;

@@ -1,86 +1,115 @@
 /**
- * The connections to one upstream: a keep-alive agent whose idle sockets are closed in time, and
- * the http-proxy servers that send requests over it.
+ * The connections to one upstream: at most `max_sockets` of them, kept open between exchanges and
+ * reused last-freed first (the warmest), closed after `idle_timeout` unused. An exchange that
+ * finds every connection busy waits its turn, first come first served.
  */
-import type { Agent } from "node:http";
-import { http, https } from "../http/node-http.js";
-import type { Socket } from "node:net";
-import type { Stream } from "node:stream";
-import { ProxyServer } from "http-proxy-3";
-import { answerFirstSockets } from "./answer-first.js";
-import { keepRequestFraming } from "./http-proxy-internals.js";
-import { closeIdleSockets } from "./idle-sockets.js";
+import { connect as connectTcp, isIP, type Socket } from "node:net";
+import { connect as connectTls } from "node:tls";
+import { UpstreamConnection, type ConnectionOwner } from "./connection.js";
 import type { UpstreamSettings } from "./settings.js";
 
-// The body of a request that has none: http-proxy pipes its `buffer` option into the upstream
-// request, and this one only ends it.
-const NO_BODY = {
-  pipe<T extends NodeJS.WritableStream>(destination: T): T {
-    destination.end();
-    return destination;
-  },
-} as unknown as Stream;
+/** An exchange waiting for a connection. */
+export interface Waiting {
+  /** Called once, with the connection the exchange is to use. */
+  start(connection: UpstreamConnection): void;
+}
 
-/** The http-proxy servers of one upstream. */
+/** The connections of one upstream. */
 export interface Pool {
-  /** Pipes the request's body into the upstream request. */
-  readonly withBody: ProxyServer;
-  /** For a request without a body: ends the upstream request at once. */
-  readonly bodiless: ProxyServer;
-  /** For a retry, without a body: on a connection of its own, outside the pool. */
-  readonly fresh: ProxyServer;
-  /** The three servers, for their listeners. */
-  readonly servers: readonly ProxyServer[];
-  /** Stops reusing sockets: idle ones close now, busy ones when their exchange ends. */
+  /** Starts `waiting` on a free connection, a new one, or the first to be freed. */
+  acquire(waiting: Waiting): void;
+  /** Takes `waiting` out of the queue: it no longer wants a connection. */
+  cancel(waiting: Waiting): void;
+  /** Starts `waiting` on a new connection of its own, closed after it. */
+  fresh(waiting: Waiting): void;
+  /** Stops reusing connections: idle ones close now, busy ones when their exchange ends. */
   retire(): void;
 }
 
-/** Creates the agent and the servers of `upstream`. */
+/** Opens a connection to `url`'s host, TLS for https. */
+function opener(url: URL): () => Socket {
+  const secure = url.protocol === "https:";
+  // URL keeps an IPv6 literal's brackets; the socket wants the address alone.
+  const host = url.hostname.startsWith("[") ? url.hostname.slice(1, -1) : url.hostname;
+  const port = Number(url.port === "" ? (secure ? 443 : 80) : url.port);
+  if (!secure) return () => connectTcp({ host, port });
+  // RFC 6066 §3: SNI names a host, never an address.
+  const servername = isIP(host) === 0 ? host : undefined;
+  return () => connectTls({ host, port, servername, ALPNProtocols: ["http/1.1"] });
+}
+
+/** A connection's owner that never keeps it: for the exchanges sent on one of their own. */
+const SINGLE_USE: ConnectionOwner = {
+  released: (connection) => connection.abandon(),
+  closed: () => undefined,
+};
+
+/** Creates the pool of `upstream`; it opens connections only when exchanges need them. */
 export function createPool(upstream: UpstreamSettings): Pool {
-  const { url } = upstream;
-  const agentOptions = {
-    keepAlive: true,
-    maxSockets: upstream.maxSockets,
-    scheduling: "lifo" as const,
-  };
-  const agent: Agent =
-    url.protocol === "https:" ? new https.Agent(agentOptions) : new http.Agent(agentOptions);
-  answerFirstSockets(agent);
-  const stopSweep = closeIdleSockets(agent, upstream.idleTimeoutMs);
-  const options = {
-    // A URL rather than its text: http-proxy parses a string target on every request.
-    target: url,
-    agent,
-    // The path and query are forwarded exactly as canonicalised, never re-parsed; the base path
-    // is joined by the forwarder, so http-proxy need not parse the target's path on every request
-    // either.
-    toProxy: true,
-    prependPath: false,
-    xfwd: false,
-    selfHandleResponse: true,
-  };
-  // Two servers on one pool: a request without a body (neither Content-Length nor
-  // Transfer-Encoding, RFC 9112 §6.3) ends its upstream request at once instead of being piped
-  // into it. Per-request options would do the same, but they give http-proxy's options object a
-  // second shape on every request; measured, that cost more than the pipe it saves.
-  const withBody = new ProxyServer(options);
-  const bodiless = new ProxyServer({ ...options, buffer: NO_BODY });
-  // A retry goes out on a connection of its own, never on another pooled one that may be as
-  // stale as the one that failed.
-  const fresh = new ProxyServer({ ...options, agent: false, buffer: NO_BODY });
-  const servers = [withBody, bodiless, fresh];
-  for (const server of servers) keepRequestFraming(server);
-  return {
-    withBody,
-    bodiless,
-    fresh,
-    servers,
-    retire() {
-      stopSweep();
-      agent.on("free", (socket: Socket) => socket.destroy());
-      for (const sockets of Object.values(agent.freeSockets) as Array<Socket[] | undefined>) {
-        for (const socket of sockets ?? []) socket.destroy();
+  const open = opener(upstream.url);
+  const max = upstream.maxSockets;
+  const idle: UpstreamConnection[] = [];
+  const queue: Waiting[] = [];
+  let count = 0;
+  let retired = false;
+
+  const owner: ConnectionOwner = {
+    released(connection, reusable) {
+      if (!reusable || retired) {
+        connection.abandon();
+        return;
       }
+      const next = queue.shift();
+      if (next !== undefined) next.start(connection);
+      else idle.push(connection);
+    },
+    closed(connection) {
+      count -= 1;
+      const at = idle.indexOf(connection);
+      if (at >= 0) idle.splice(at, 1);
+      const next = queue.shift();
+      if (next !== undefined) startNew(next);
+    },
+  };
+
+  function startNew(waiting: Waiting): void {
+    count += 1;
+    waiting.start(new UpstreamConnection(open(), owner));
+  }
+
+  // Closes connections idle for `idle_timeout`, before the upstream closes them itself (a Node
+  // server does after 5 s) under a request. A connection that carried no exchange between two
+  // sweeps half the idle time apart has been idle for at least half of it and at most all of it.
+  const sweep = setInterval(
+    () => {
+      for (const connection of [...idle]) {
+        if (connection.sweepMark === connection.uses) connection.abandon();
+        else connection.sweepMark = connection.uses;
+      }
+    },
+    Math.max(1, Math.floor(upstream.idleTimeoutMs / 2)),
+  );
+  // The sweep never holds the process open.
+  sweep.unref();
+
+  return {
+    acquire(waiting) {
+      const connection = idle.pop();
+      if (connection !== undefined) waiting.start(connection);
+      else if (count < max) startNew(waiting);
+      else queue.push(waiting);
+    },
+    cancel(waiting) {
+      const at = queue.indexOf(waiting);
+      if (at >= 0) queue.splice(at, 1);
+    },
+    fresh(waiting) {
+      waiting.start(new UpstreamConnection(open(), SINGLE_USE));
+    },
+    retire() {
+      retired = true;
+      clearInterval(sweep);
+      for (const connection of idle.splice(0)) connection.abandon();
     },
   };
 }

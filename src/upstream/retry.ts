@@ -5,7 +5,6 @@
  * does, such a request is retried once on a new connection when retrying cannot do harm:
  * RFC 9112 §9.3.1 forbids a proxy to retry a non-idempotent request automatically.
  */
-import type { ClientRequest } from "node:http";
 import type { RequestContext } from "../core/context.js";
 
 // RFC 9110 §9.2.2: repeating these has the effect of sending them once.
@@ -24,7 +23,8 @@ const CLOSED_CONNECTION: ReadonlySet<string> = new Set(["ECONNRESET", "EPIPE"]);
 /** One attempt at an upstream exchange, as far as a retry is concerned. */
 export interface Attempt {
   readonly ctx: RequestContext;
-  readonly proxyReq: ClientRequest | undefined;
+  /** The attempt went out on a connection that had carried an exchange before. */
+  readonly reused: boolean;
   readonly timedOut: boolean;
   /** Some of the upstream's answer (a 1xx at least) arrived: the upstream read the request. */
   readonly answered: boolean;
@@ -39,7 +39,7 @@ export interface Attempt {
  */
 export function retriesOnNewConnection(attempt: Attempt, error: Error): boolean {
   if (attempt.retried || attempt.timedOut || attempt.answered) return false;
-  if (attempt.proxyReq?.reusedSocket !== true) return false;
+  if (!attempt.reused) return false;
   if (!CLOSED_CONNECTION.has((error as NodeJS.ErrnoException).code ?? "")) return false;
   const { req } = attempt.ctx;
   if (!IDEMPOTENT.has(req.method ?? "")) return false;

@@ -26,10 +26,11 @@ export interface Certificates {
 }
 
 /**
- * Makes a CA and a server certificate in `dir` with openssl. The certificate names
- * SERVER_NAME, and also 127.0.0.1 when `ip` is set.
+ * Makes a CA and a server certificate in `dir` with openssl. The certificate names `name`
+ * (SERVER_NAME unless given), and also 127.0.0.1 when `ip` is set.
  */
-export async function makeCertificates(dir: string, options: { ip: boolean }) {
+export async function makeCertificates(dir: string, options: { ip: boolean; name?: string }) {
+  const name = options.name ?? SERVER_NAME;
   const openssl = (...args: string[]) => run("openssl", args, { cwd: dir });
   const ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "2"];
   const caExtensions = ["basicConstraints=critical,CA:TRUE", "keyUsage=keyCertSign"];
@@ -53,9 +54,9 @@ export async function makeCertificates(dir: string, options: { ip: boolean }) {
     "-out",
     "server.csr",
     "-subj",
-    `/CN=${SERVER_NAME}`,
+    `/CN=${name}`,
   );
-  const names = `DNS:${SERVER_NAME}${options.ip ? ",IP:127.0.0.1" : ""}`;
+  const names = `DNS:${name}${options.ip ? ",IP:127.0.0.1" : ""}`;
   await writeFile(
     join(dir, "server.ext"),
     `subjectAltName=${names}\nextendedKeyUsage=serverAuth,clientAuth\n`,

@@ -50,7 +50,7 @@ const USAGE = `usage: npm run bench -- [options]
   --connections N     concurrent connections per target (default 32)
   --rate N            requests/s per target in the paired runs (default: as fast as answered)
   --scenario NAME     run only this scenario; repeatable (default: all, as listed below)
-  --cpu-prof DIR      write V8 CPU profiles of the shared proxies to DIR
+  --cpu-prof DIR      write V8 CPU profiles of the proxies to DIR
   --results FILE      where to write the Markdown results (default bench/RESULTS.md; - for none)
   --no-pin            do not pin the proxies and the rest to separate cores with taskset
 

@@ -54,7 +54,7 @@ export interface Shared {
 export interface SharedOptions {
   readonly load: LoadOptions;
   readonly pinning: Pinning | null;
-  /** Node options for the bare forwarders and the shared gatehouse processes (CPU profiling). */
+  /** Node options for the bare forwarders and every gatehouse process (CPU profiling). */
   readonly profiling: readonly string[];
 }
 
@@ -137,7 +137,7 @@ export async function openShared(
     bareUndicis,
     expressStacks,
     gatehouses,
-    variants: (name, variant) => startPair(name, variant, []),
+    variants: (name, variant) => startPair(name, variant, profiling),
     async close() {
       for (const served of started.reverse()) await served.stop();
       await rm(dir, { recursive: true, force: true });

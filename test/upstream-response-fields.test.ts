@@ -46,6 +46,10 @@ function answer(ex: RawExchange): void {
     case "/v1/garbage":
       ex.socket.end("this is not a status line\r\n\r\n");
       return;
+    case "/v1/del-in-reason":
+      // llhttp passes a DEL in the reason phrase; RFC 9112 §4 and Node's server do not.
+      ex.socket.write("HTTP/1.1 200 O\x7fK\r\nContent-Length: 2\r\n\r\nok", "latin1");
+      return;
     case "/v1/closing":
       ex.socket.end("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
       return;
@@ -105,6 +109,16 @@ t.test("responses as the upstream delimits them", async (t) => {
     t.match(json(res), { error: "bad_gateway", message: String });
     t.equal((await send(`${gh.url}/v1/fine`)).status, 200, "the next request is served");
   });
+
+  t.test(
+    "a reason phrase Node's server cannot write is a 502, and the process lives",
+    async (t) => {
+      const res = await send(`${gh.url}/v1/del-in-reason`);
+      t.equal(res.status, 502);
+      t.match(json(res), { error: "bad_gateway", message: String });
+      t.equal((await send(`${gh.url}/v1/fine`)).status, 200, "the next request is served");
+    },
+  );
 });
 
 /** One client connection: each request written once the answer to the one before arrived. */

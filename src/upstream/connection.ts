@@ -6,7 +6,7 @@
 import type { IncomingHttpHeaders } from "node:http";
 import type { Socket } from "node:net";
 import { answerFirst } from "./answer-first.js";
-import { responseHeaders } from "./message-head.js";
+import { isFieldText, responseHeaders } from "./message-head.js";
 import { createResponseParser, type ResponseParser } from "./response-parser.js";
 
 /** What an exchange hears from its connection. Nothing comes after `complete` or `failed`. */
@@ -40,10 +40,24 @@ function hangUp(): Error {
   return Object.assign(new Error("socket hang up"), { code: "ECONNRESET" });
 }
 
+function invalidReason(): Error {
+  return Object.assign(new Error("the upstream's reason phrase has a character RFC 9112 forbids"), {
+    code: "HPE_INVALID_STATUS",
+  });
+}
+
 function unaskedUpgrade(): Error {
   return Object.assign(new Error("the upstream switched protocols unasked (101)"), {
     code: "EUNASKEDUPGRADE",
   });
+}
+
+/**
+ * What a parser event threw: the events write to the client, and whatever they throw (a response
+ * head Node's server refuses to write) fails the exchange instead of the process.
+ */
+function thrown(error: unknown): Error {
+  return error instanceof Error ? error : new Error(String(error));
 }
 
 const CRLF = "\r\n";
@@ -153,20 +167,25 @@ export class UpstreamConnection {
       this.socket.destroy();
       return;
     }
-    const parsed = this.parser.execute(data);
+    let parsed: number | Error;
+    try {
+      parsed = this.parser.execute(data);
+    } catch (error) {
+      parsed = thrown(error);
+    }
     if (parsed instanceof Error) this.socket.destroy(parsed);
     else if (this.releasing) this.release();
   }
 
   private headersComplete(lines: string[], status: number, message: string, keepAlive: boolean) {
     const { exchange } = this;
-    if (exchange === null || status === 101) {
-      // gatehouse never asks to switch protocols, and after a 101 the upstream speaks another.
-      this.exchange = null;
+    if (exchange === null) {
       this.socket.destroy();
-      exchange?.failed(unaskedUpgrade());
       return 1;
     }
+    // gatehouse never asks to switch protocols, and after a 101 the upstream speaks another.
+    if (status === 101) return this.refuse(exchange, unaskedUpgrade());
+    if (!isFieldText(message)) return this.refuse(exchange, invalidReason());
     if (status < 200) {
       this.interim = true;
       exchange.informational(status, message, responseHeaders(lines));
@@ -175,6 +194,15 @@ export class UpstreamConnection {
     this.keepAlive = keepAlive;
     exchange.response(status, message, responseHeaders(lines), keepAlive);
     return this.skipBody ? 1 : 0;
+  }
+
+  /** Ends the exchange with `error` and the connection with it; the parser skips the rest. */
+  private refuse(exchange: ExchangeEvents, error: Error): 1 {
+    this.exchange = null;
+    this.uploader = null;
+    this.socket.destroy();
+    exchange.failed(error);
+    return 1;
   }
 
   private messageComplete(): void {
@@ -203,7 +231,12 @@ export class UpstreamConnection {
 
   private ended(): void {
     // The end of a response delimited by the close, or of one cut short.
-    const finished = this.parser.finish();
+    let finished: number | Error | undefined;
+    try {
+      finished = this.parser.finish();
+    } catch (error) {
+      finished = thrown(error);
+    }
     if (finished instanceof Error) this.error ??= finished;
     else if (this.releasing) this.release();
   }

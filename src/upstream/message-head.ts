@@ -18,6 +18,15 @@ const NO_CONTENT_METHODS: ReadonlySet<string> = new Set([
   "CONNECT",
 ]);
 
+/**
+ * Whether `text` holds only what a field value or a reason phrase may (RFC 9110 §5.5, RFC 9112
+ * §4): Node's server refuses to write anything else, and llhttp lets a DEL through in a reason
+ * phrase.
+ */
+export function isFieldText(text: string): boolean {
+  return !INVALID_VALUE.test(text);
+}
+
 /** A request field value gatehouse refuses to write. */
 export class InvalidFieldValue extends Error {
   readonly code = "ERR_INVALID_CHAR";

@@ -35,7 +35,9 @@ function sendAtEndOfTurn(shared: Shared): TurnBatch<Exchange> {
   return createTurnBatch<Exchange>(
     (exchange) => {
       // The client left, or the deadline passed, while the request waited for the end of the turn.
-      if (!exchange.done) pool.acquire(exchange);
+      if (exchange.done) return;
+      if (exchange.ctx.res.destroyed) exchange.left();
+      else pool.acquire(exchange);
     },
     (exchange, error) => {
       deadlines.remove(exchange);

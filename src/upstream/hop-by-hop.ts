@@ -47,7 +47,7 @@ function connectionNamed(value: string | undefined): Set<string> | null {
 /**
  * Copies the end-to-end fields of `source`: not in `drop`, not named in its Connection field,
  * and, when `dropProxyFields`, no `Proxy-*` field. Transfer-Encoding of a request is kept by the
- * caller's `drop`: it frames the body streamed on, and Node re-frames it towards the upstream.
+ * caller's `drop`: it frames the body streamed on, which the upstream connection sends chunked.
  */
 export function endToEnd(
   source: IncomingHttpHeaders,

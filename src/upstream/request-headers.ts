@@ -16,7 +16,7 @@ const FORWARDING_CLAIMS = [
 ];
 
 // Fields gatehouse rewrites on every request besides those it owns outright: the upstream's
-// authority and the message framing (Node frames the body anew towards the upstream).
+// authority and the message framing (the upstream connection frames the body anew).
 const REWRITTEN = ["host", "via", "content-length", "transfer-encoding"];
 
 // Whole families gatehouse sets or removes, whatever follows the prefix.

@@ -70,6 +70,8 @@ export class Exchange implements ExchangeEvents, Waiting {
   done = false;
   /** The client's body is being relayed to the upstream. */
   private uploading = false;
+  /** While uploading: listens for the client's connection to close. */
+  private onClientGone: (() => void) | undefined = undefined;
   private readonly framing: BodyFraming;
   private readonly sentAt: number;
 
@@ -98,6 +100,10 @@ export class Exchange implements ExchangeEvents, Waiting {
     (req as Tagged)[EXCHANGE] = this;
     req.on("data", uploadChunk);
     req.on("end", uploadEnd);
+    // The request's own 'close' does not come once its response is complete: Node's server lets
+    // go of a request it has answered.
+    this.onClientGone = () => this.uploadCut();
+    req.socket.on("close", this.onClientGone);
   }
 
   /** The deadline passed: the exchange ends with a 504. */
@@ -174,12 +180,36 @@ export class Exchange implements ExchangeEvents, Waiting {
     const { req } = this.ctx;
     req.removeListener("data", uploadChunk);
     req.removeListener("end", uploadEnd);
+    this.forgetClient();
     req.pause();
+  }
+
+  /**
+   * The client's connection closed before its body was complete. An exchange still waiting for
+   * its answer ends as the client left; one already answered (the upstream answered early and
+   * kept reading) closes its upstream connection, which would otherwise wait for the rest of a
+   * body that never comes.
+   */
+  uploadCut(): void {
+    if (!this.uploading) return;
+    if (!this.done) {
+      this.left();
+      return;
+    }
+    this.stopUpload();
+    this.connection?.abandon();
+  }
+
+  private forgetClient(): void {
+    if (this.onClientGone === undefined) return;
+    this.ctx.req.socket.removeListener("close", this.onClientGone);
+    this.onClientGone = undefined;
   }
 
   /** The client's body is complete. */
   uploadEnded(): void {
     this.uploading = false;
+    this.forgetClient();
     this.connection?.end();
   }
 

@@ -18,7 +18,7 @@ import type { Socket } from "node:net";
 type WriteCallback = (error?: Error | null) => void;
 
 // Write errors that only say the upstream closed the connection; any other one stays an error.
-const CLOSED_CONNECTION: ReadonlySet<string> = new Set(["EPIPE", "ECONNRESET"]);
+export const CLOSED_CONNECTION: ReadonlySet<string> = new Set(["EPIPE", "ECONNRESET"]);
 
 function readSideDecides(callback: WriteCallback): WriteCallback {
   return (error) => {

@@ -79,7 +79,7 @@ export class UpstreamConnection {
   private interim = false;
   private keepAlive = false;
   /** The response is complete, and the exchange waits for its upload to end. */
-  private answered = false;
+  private responseDone = false;
   /** Complete, released at the end of the parse that completed it. */
   private releasing = false;
   private error: Error | undefined;
@@ -114,7 +114,7 @@ export class UpstreamConnection {
     this.uploading = framing !== "none";
     this.uploader = this.uploading ? exchange : null;
     this.skipBody = headRequest;
-    this.answered = false;
+    this.responseDone = false;
     this.socket.write(head, "latin1");
   }
 
@@ -137,7 +137,7 @@ export class UpstreamConnection {
     this.uploading = false;
     this.uploader = null;
     if (this.chunked) this.socket.write(LAST_CHUNK, "latin1");
-    if (this.answered) this.release();
+    if (this.responseDone) this.release();
   }
 
   /** Stops reading the response until `resume`: the client has not taken the last piece yet. */
@@ -214,7 +214,7 @@ export class UpstreamConnection {
     const { exchange } = this;
     if (exchange === null) return;
     this.exchange = null;
-    this.answered = true;
+    this.responseDone = true;
     exchange.complete();
     if (!this.uploading) this.releasing = true;
     // An answer that came before the whole body waits for the upload to end (full duplex), or,
@@ -224,7 +224,7 @@ export class UpstreamConnection {
 
   private release(): void {
     this.releasing = false;
-    this.answered = false;
+    this.responseDone = false;
     this.uses += 1;
     this.owner.released(this, this.keepAlive && !this.socket.destroyed);
   }

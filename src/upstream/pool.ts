@@ -82,7 +82,8 @@ export function createPool(upstream: UpstreamSettings): Pool {
   // sweeps half the idle time apart has been idle for at least half of it and at most all of it.
   const sweep = setInterval(
     () => {
-      for (const connection of [...idle]) {
+      // Closing is asynchronous: `closed` takes a connection out of `idle` after the loop.
+      for (const connection of idle) {
         if (connection.sweepMark === connection.uses) connection.abandon();
         else connection.sweepMark = connection.uses;
       }

@@ -6,6 +6,8 @@
  * RFC 9112 §9.3.1 forbids a proxy to retry a non-idempotent request automatically.
  */
 import type { RequestContext } from "../core/context.js";
+// What fails on a connection the upstream closed: a reset, or writing to it after its close.
+import { CLOSED_CONNECTION } from "./answer-first.js";
 
 // RFC 9110 §9.2.2: repeating these has the effect of sending them once.
 const IDEMPOTENT: ReadonlySet<string> = new Set([
@@ -16,9 +18,6 @@ const IDEMPOTENT: ReadonlySet<string> = new Set([
   "PUT",
   "DELETE",
 ]);
-
-// What fails on a connection the upstream closed: a reset, or writing to it after its close.
-const CLOSED_CONNECTION: ReadonlySet<string> = new Set(["ECONNRESET", "EPIPE"]);
 
 /** One attempt at an upstream exchange, as far as a retry is concerned. */
 export interface Attempt {

@@ -41,6 +41,8 @@ export interface Metrics {
   readonly requestHeadersDropped: Counter<"reason">;
   /** Spans that could not be exported: the queue was full, or their export failed or timed out. */
   readonly traceSpansDropped: Counter;
+  /** Forwarded requests the upstream failed (answered 502 or 504, or cut mid-answer), by reason. */
+  readonly upstreamFailures: Counter<"reason">;
 }
 
 const STORE_UP = "gatehouse_limiter_store_up";
@@ -111,6 +113,18 @@ function droppedMetrics(
     traceSpansDropped: new Counter({
       name: "gatehouse_trace_spans_dropped_total",
       help: "Spans not exported: the queue was full, or their export failed or timed out.",
+      registers: [registry],
+    }),
+  };
+}
+
+/** Forwarded requests the upstream failed, by reason (upstream/failures.ts names them). */
+function upstreamMetrics(registry: Registry): Pick<Metrics, "upstreamFailures"> {
+  return {
+    upstreamFailures: new Counter({
+      name: "gatehouse_upstream_failures_total",
+      help: "Forwarded requests the upstream failed (502, 504, or cut mid-answer), by reason: connect, closed, timeout, body_timeout, bad_response, tls, other.",
+      labelNames: ["reason"],
       registers: [registry],
     }),
   };
@@ -189,5 +203,6 @@ export function createMetrics(): Metrics {
       registers: [registry],
     }),
     ...droppedMetrics(registry),
+    ...upstreamMetrics(registry),
   };
 }

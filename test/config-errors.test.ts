@@ -26,6 +26,12 @@ const expected: Record<string, string[]> = {
   "bad-url-scheme.yaml": ["2:8 upstream.url: must use http or https, not ftp"],
   "bad-url-userinfo.yaml": ["2:8 upstream.url: must not contain a user name or password"],
   "bad-url.yaml": ["2:8 upstream.url: must be an absolute URL, such as http://127.0.0.1:3000"],
+  "server-name-without-tls.yaml": [
+    "3:16 upstream.server_name: needs an https:// url: an http:// upstream has no TLS name",
+  ],
+  "server-name-not-a-host.yaml": [
+    "3:16 upstream.server_name: must be a DNS host name, such as api.internal.example",
+  ],
   "client-jwks-hmac.yaml": [
     "5:16 clients[0].jwks_file: keys[0] holds private key material; the file must hold public keys only",
   ],
@@ -81,7 +87,7 @@ const expected: Record<string, string[]> = {
     "4:18 tracing.otlp_endpoint: must not contain a query or a fragment",
   ],
   "many-errors.yaml": [
-    '4:3 upstream.timout: unknown key; did you mean "timeout"? (allowed here: url, timeout, max_sockets, idle_timeout, identity_header, issuer_header, scopes_header, forward_authorization, underscore_headers)',
+    '4:3 upstream.timout: unknown key; did you mean "timeout"? (allowed here: url, timeout, max_sockets, idle_timeout, server_name, identity_header, issuer_header, scopes_header, forward_authorization, underscore_headers)',
     "5:9 listen: must be HOST:PORT with a port from 0 to 65535, such as 0.0.0.0:8080 or [::]:8080",
     '7:11 routes[0].path: must not contain "." or ".." segments',
     "10:12 languages.default: must be one of the supported languages (en, fr, de, es, it)",
@@ -183,12 +189,12 @@ const expected: Record<string, string[]> = {
     '6:5 routes[0].cots: unknown key; did you mean "cost"? (allowed here: path, methods, cost, auth, scopes, scopes_any)',
   ],
   "unknown-key.yaml": [
-    '3:3 upstream.timout: unknown key; did you mean "timeout"? (allowed here: url, timeout, max_sockets, idle_timeout, identity_header, issuer_header, scopes_header, forward_authorization, underscore_headers)',
+    '3:3 upstream.timout: unknown key; did you mean "timeout"? (allowed here: url, timeout, max_sockets, idle_timeout, server_name, identity_header, issuer_header, scopes_header, forward_authorization, underscore_headers)',
   ],
   "window-too-long.yaml": ["5:39 plans.yearly.rate_limit.window: must be at most 366d"],
   "unknown-key-unicode.yaml": [
-    "1:43 upstream.délai😀: unknown key (allowed here: url, timeout, max_sockets, idle_timeout, identity_header, issuer_header, scopes_header, forward_authorization, underscore_headers)",
-    '1:57 upstream.timout: unknown key; did you mean "timeout"? (allowed here: url, timeout, max_sockets, idle_timeout, identity_header, issuer_header, scopes_header, forward_authorization, underscore_headers)',
+    "1:43 upstream.délai😀: unknown key (allowed here: url, timeout, max_sockets, idle_timeout, server_name, identity_header, issuer_header, scopes_header, forward_authorization, underscore_headers)",
+    '1:57 upstream.timout: unknown key; did you mean "timeout"? (allowed here: url, timeout, max_sockets, idle_timeout, server_name, identity_header, issuer_header, scopes_header, forward_authorization, underscore_headers)',
   ],
   "wrong-type.yaml": ["3:16 upstream.max_sockets: must be a whole number"],
   "yaml-syntax.yaml": [

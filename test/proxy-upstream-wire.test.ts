@@ -8,6 +8,7 @@ import { connect, type Socket } from "node:net";
 import t from "tap";
 import { eventually, json, send } from "./helpers/client.js";
 import { configFor, startTestGatehouse, type TestGatehouse } from "./helpers/gatehouse.js";
+import { sampleValue, scrape } from "./helpers/metrics.js";
 import { parseResponse, rawRequest } from "./helpers/raw.js";
 import { startRawUpstream, type RawExchange, type RawUpstream } from "./helpers/raw-upstream.js";
 
@@ -94,20 +95,35 @@ t.test("the upstream's wire", async (t) => {
   });
 
   t.test("an HTTP/1.0 client gets no 1xx, only the final response", async (t) => {
-    for (const path of ["/v1/early-hints", "/v1/processing", "/v1/continue"]) {
+    for (const path of ["/v1/early-hints", "/v1/processing"]) {
       const text = await exchange(gh.port, get(path, "1.0"));
       t.same(statusLines(text), ["HTTP/1.1 200 OK"], path);
     }
   });
 
-  t.test("an upstream 100 Continue reaches an HTTP/1.1 client that did not ask", async (t) => {
-    const text = await exchange(gh.port, get("/v1/continue"));
-    t.same(statusLines(text), ["HTTP/1.1 100 Continue", "HTTP/1.1 200 OK"]);
+  t.test("an upstream's unasked 100 Continue is a 502, logged and counted", async (t) => {
+    // undici's rule: gatehouse never sends Expect upstream, so a 100 answers nothing it asked.
+    const before = sampleValue(await scrape(gh), "gatehouse_upstream_failures_total", {
+      reason: "bad_response",
+    });
+    for (const version of ["1.1", "1.0"]) {
+      const response = parseResponse(await exchange(gh.port, get("/v1/continue", version)));
+      t.equal(response.status, 502, `HTTP/${version}`);
+      t.match(JSON.parse(response.body), { error: "bad_gateway" });
+    }
+    const after = sampleValue(await scrape(gh), "gatehouse_upstream_failures_total", {
+      reason: "bad_response",
+    });
+    t.equal(after - (Number.isNaN(before) ? 0 : before), 2, "counted as bad_response");
+    t.ok(
+      gh.logs.some((l) => l.msg === "upstream failed" && l.reason === "bad_response"),
+      "the log line names the reason",
+    );
   });
 
-  t.test("a client that sent Expect gets one 100 Continue, not a second", async (t) => {
+  t.test("a client that sent Expect gets one 100 Continue, from gatehouse", async (t) => {
     const request =
-      "POST /v1/continue HTTP/1.1\r\nHost: gatehouse.test\r\nExpect: 100-continue\r\n" +
+      "POST /v1/expected HTTP/1.1\r\nHost: gatehouse.test\r\nExpect: 100-continue\r\n" +
       "Content-Length: 2\r\nConnection: close\r\n\r\nhi";
     const text = await exchange(gh.port, request);
     t.same(statusLines(text), ["HTTP/1.1 100 Continue", "HTTP/1.1 200 OK"]);

@@ -1,7 +1,8 @@
 /**
  * An https upstream, through the built command: gatehouse verifies the upstream's certificate
- * against Node's trusted CAs (NODE_EXTRA_CA_CERTS adds one), names the host in SNI and Host, and
- * answers 502 when the certificate is not trusted.
+ * against Node's trusted CAs (NODE_EXTRA_CA_CERTS adds one), names the host in SNI and Host,
+ * answers 502 when the certificate is not trusted, resumes TLS sessions on new connections, and
+ * checks `upstream.server_name` when the URL names an address.
  */
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { createServer, type Server } from "node:https";
@@ -11,7 +12,7 @@ import { join } from "node:path";
 import type { TLSSocket } from "node:tls";
 import t from "tap";
 import { startCli, type CliProcess } from "./helpers/cli.js";
-import { json, send } from "./helpers/client.js";
+import { eventually, json, send } from "./helpers/client.js";
 import { makeCertificates } from "./helpers/redis-tls.js";
 
 // Two processes start here, each in seconds on a loaded machine.
@@ -56,15 +57,22 @@ t.teardown(async () => {
 });
 const { port } = upstream.address() as AddressInfo;
 
-/** Starts the built command in front of https://localhost:PORT with `env`. */
-async function gatehouse(name: string, env: NodeJS.ProcessEnv): Promise<CliProcess> {
+/**
+ * Starts the built command with `env` in front of `upstream` (https://localhost:PORT unless
+ * given, with `more` upstream keys).
+ */
+async function gatehouse(
+  name: string,
+  env: NodeJS.ProcessEnv,
+  upstream = `url: https://localhost:${port}`,
+): Promise<CliProcess> {
   const config = join(dir, `${name}.yaml`);
   await writeFile(
     config,
     `listen: 127.0.0.1:0
 admin_listen: 127.0.0.1:0
 upstream:
-  url: https://localhost:${port}
+  ${upstream}
 routes:
   - path: /v1/**
     methods: [GET, POST]
@@ -101,5 +109,68 @@ t.test("without the CA, the certificate is not trusted: 502 bad_gateway", async 
   t.match(json(res), { error: "bad_gateway", message: String });
   t.equal(seen.length, before, "no request reached the upstream");
   const failed = await cli.line((line) => line.msg === "upstream failed");
-  t.match(failed, { err: { code: /CERT|ISSUER|SIGNATURE/ } }, "the handshake refused it");
+  t.match(
+    failed,
+    { reason: "tls", err: { code: /CERT|ISSUER|SIGNATURE/ } },
+    "the handshake refused it",
+  );
+});
+
+t.test("a new connection resumes the TLS session of an earlier one", async (t) => {
+  const connections: TLSSocket[] = [];
+  const resumed: boolean[] = [];
+  const onConnection = (socket: TLSSocket) => {
+    connections.push(socket);
+    resumed.push(socket.isSessionReused());
+  };
+  upstream.on("secureConnection", onConnection);
+  t.teardown(() => void upstream.off("secureConnection", onConnection));
+  // Connections idle for 200 ms close, so the second request needs a connection of its own.
+  const cli = await gatehouse(
+    "resumed",
+    { NODE_EXTRA_CA_CERTS: certs.caFile },
+    `url: https://localhost:${port}\n  idle_timeout: 200ms`,
+  );
+  t.equal((await send(`${cli.url}/v1/first`)).status, 200);
+  const [first] = connections;
+  t.ok(await eventually(async () => first?.destroyed === true), "the idle connection closed");
+  t.equal((await send(`${cli.url}/v1/second`)).status, 200);
+  t.equal(connections.length, 2, "on a new connection");
+  t.same(resumed, [false, true], "a full handshake, then a resumed session");
+});
+
+t.test("server_name names the certificate of an upstream reached by address", async (t) => {
+  // A certificate for upstream.test alone, from a CA of its own.
+  const named = await makeCertificates(await mkdtemp(join(dir, "named-")), {
+    ip: false,
+    name: "upstream.test",
+  });
+  const names: Array<string | false | null> = [];
+  const server: Server = createServer(
+    { key: await readFile(named.keyFile), cert: await readFile(named.certFile) },
+    (req, res) => {
+      names.push((req.socket as TLSSocket).servername);
+      res.end("named");
+    },
+  );
+  await new Promise<void>((done) => server.listen(0, "127.0.0.1", done));
+  t.teardown(async () => {
+    server.closeAllConnections();
+    await new Promise((done) => server.close(done));
+  });
+  const address = `url: https://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const env = { NODE_EXTRA_CA_CERTS: named.caFile };
+
+  const withName = await gatehouse("named", env, `${address}\n  server_name: upstream.test`);
+  const res = await send(`${withName.url}/v1/items`);
+  t.equal(res.status, 200);
+  t.equal(res.body.toString(), "named");
+  t.same(names, ["upstream.test"], "SNI carries server_name");
+
+  const without = await gatehouse("unnamed", env, address);
+  const refused = await send(`${without.url}/v1/items`);
+  t.equal(refused.status, 502, "the certificate does not name 127.0.0.1");
+  t.equal(names.length, 1, "nothing reached the upstream");
+  const failed = await without.line((line) => line.msg === "upstream failed");
+  t.match(failed, { reason: "tls" });
 });

@@ -1,6 +1,6 @@
 import type { UpstreamSettings } from "../upstream/settings.js";
 import { HANDLED, type Stage } from "../core/context.js";
-import type { Forwarder } from "../upstream/forwarder.js";
+import { sendsBody, type Forwarder } from "../upstream/forwarder.js";
 import { createUpstreamHeaders, type DroppedHeaders } from "../upstream/request-headers.js";
 
 /** Sends the request, as decided by the stages before, to the upstream; streams both ways. */
@@ -14,9 +14,11 @@ export function createForwardStage(
     // Node hands only `Expect: 100-continue` to the server (others get 417): the client waits
     // for 100 Continue, sent only now that the request is known to go on (RFC 9110 §10.1.1).
     const continueFirst = ctx.req.headers.expect !== undefined;
+    // Read before the headers become the upstream's: undici frames the body anew.
+    const withBody = sendsBody(ctx.req.headers);
     upstreamHeaders(ctx);
     if (continueFirst) ctx.res.writeContinue();
-    forwarder.forward(ctx, upstream.timeoutMs);
+    forwarder.forward(ctx, upstream.timeoutMs, withBody);
     return HANDLED;
   };
 }

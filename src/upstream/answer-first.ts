@@ -11,14 +11,16 @@
  *
  * On these sockets such a write failure is not an error of its own: the bytes are dropped, and the
  * read side, which meets the same closed connection right after reading what the upstream sent,
- * ends the exchange with the upstream's answer, or with a reset when there was none.
+ * ends the exchange with the upstream's answer, or with a reset when there was none. undici, like
+ * Node's own client, hears of the failed write first; gatehouse's connector (forwarder.ts) hands
+ * it sockets that leave the decision to the read side.
  */
 import type { Socket } from "node:net";
 
 type WriteCallback = (error?: Error | null) => void;
 
 // Write errors that only say the upstream closed the connection; any other one stays an error.
-export const CLOSED_CONNECTION: ReadonlySet<string> = new Set(["EPIPE", "ECONNRESET"]);
+const CLOSED_CONNECTION: ReadonlySet<string> = new Set(["EPIPE", "ECONNRESET"]);
 
 function readSideDecides(callback: WriteCallback): WriteCallback {
   return (error) => {

@@ -1,19 +1,22 @@
 /**
- * One forwarded request, from the connection it is sent on to the response written to the
- * client. Responses are written here so hop-by-hop fields can be removed and gatehouse's own
- * headers added before anything reaches the client.
+ * One forwarded request: the undici dispatch handler that relays the upstream's answer to the
+ * client. undici keeps the connection (pool, framing, reuse, the silence after the head); this
+ * file keeps gatehouse's rules for what reaches the client: hop-by-hop fields removed,
+ * gatehouse's own headers added, interim responses bounded, failures answered 502 or 504.
  */
-import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
+import { PassThrough } from "node:stream";
+import type { Dispatcher } from "undici";
 import { errorReply, type Reply, type RequestContext } from "../core/context.js";
 import { finalHeaders, sendReply } from "../core/respond.js";
 import type { Services } from "../core/services.js";
-import type { BodyFraming, ExchangeEvents, UpstreamConnection } from "./connection.js";
 import type { Deadlines } from "./deadlines.js";
+import { failureReason, upstreamError } from "./failures.js";
 import { endToEnd, RESPONSE_HOP_BY_HOP } from "./hop-by-hop.js";
 import { relaysInformational, writeInformational } from "./informational.js";
-import { CONNECTION_CLOSED, CONNECTION_KEPT } from "./message-head.js";
-import type { Pool, Waiting } from "./pool.js";
+import { isFieldText, responseHeaders } from "./message-head.js";
 import { retriesOnNewConnection } from "./retry.js";
+
+type Controller = Dispatcher.DispatchController;
 
 const RESPONSE_FIELDS_DROPPED: ReadonlySet<string> = new Set(RESPONSE_HOP_BY_HOP);
 // RFC 9110 §8.6: a 204 has no content and carries no Content-Length (nor, §6.4.1, any framing).
@@ -22,6 +25,9 @@ const NO_CONTENT_FIELDS_DROPPED: ReadonlySet<string> = new Set([
   ...RESPONSE_HOP_BY_HOP,
   "content-length",
 ]);
+
+/** Interim responses relayed for one request at most; one more ends the exchange. */
+export const MAX_INTERIM = 10;
 
 const BAD_GATEWAY_MESSAGE = "the upstream refused or reset the connection";
 const GATEWAY_TIMEOUT_MESSAGE = "the upstream did not answer in time";
@@ -41,92 +47,87 @@ function failureReply(timedOut: boolean, uploading: boolean): Reply {
 /** What the exchanges of one forwarder share. */
 export interface Shared {
   readonly services: Services;
-  readonly pool: Pool;
+  /** The upstream's connection pool. */
+  readonly dispatcher: Pick<Dispatcher, "dispatch">;
+  /** A client with one connection of its own, for a retry. */
+  readonly single: () => Pick<Dispatcher, "dispatch" | "close">;
   readonly deadlines: Deadlines<Exchange>;
 }
 
 const EXCHANGE = Symbol("gatehouse.exchange");
-type Tagged = (IncomingMessage | ServerResponse) & { [EXCHANGE]?: Exchange };
+type Tagged = NodeJS.EventEmitter & { [EXCHANGE]?: Exchange };
 
-/** How `headers` frame the request body towards the upstream. */
-function framingOf(headers: IncomingHttpHeaders): BodyFraming {
-  if (headers["transfer-encoding"] !== undefined) return "chunked";
-  const length = headers["content-length"];
-  return length === undefined || length === "0" ? "none" : "length";
-}
-
-export class Exchange implements ExchangeEvents, Waiting {
-  /** When (on the services' clock) the upstream's response headers must have arrived. */
+export class Exchange implements Dispatcher.DispatchHandler {
+  /** When (on the services' clock) the upstream's response head must have arrived. */
   deadline: number;
   /** Kept by Deadlines. */
   slot = -1;
-  connection: UpstreamConnection | null = null;
   timedOut = false;
   /** Some of the upstream's answer arrived: a 1xx at least. */
   answered = false;
   retried = false;
-  reused = false;
   /** Nothing more is done for this exchange: answered, failed, or the client left. */
   done = false;
-  /** The client's body is being relayed to the upstream. */
-  private uploading = false;
-  /** While uploading: listens for the client's connection to close. */
-  private onClientGone: (() => void) | undefined = undefined;
-  private readonly framing: BodyFraming;
+  private controller: Controller | null = null;
+  private interim = 0;
+  /** The response body waits for the client to take what was written. */
+  private waitingForDrain = false;
+  /** The client's body on its way to undici; null for a bodiless request. */
+  private upload: PassThrough | null = null;
   private readonly sentAt: number;
 
   constructor(
     private readonly shared: Shared,
     readonly ctx: RequestContext,
     private readonly timeoutMs: number,
-    /** The request head up to its Connection field. */
-    private readonly head: string,
+    private readonly options: Dispatcher.DispatchOptions,
+    /** The client sends a body, streamed to the upstream as it comes. */
+    readonly withBody: boolean,
   ) {
     this.sentAt = shared.services.clock.monotonic();
     this.deadline = this.sentAt + timeoutMs;
-    this.framing = framingOf(ctx.req.headers);
     (ctx.res as Tagged)[EXCHANGE] = this;
     ctx.res.on("close", clientClosed);
   }
 
-  start(connection: UpstreamConnection): void {
-    this.connection = connection;
-    this.reused = connection.uses > 0;
-    const { req } = this.ctx;
-    const head = this.head + (this.retried ? CONNECTION_CLOSED : CONNECTION_KEPT);
-    connection.send(this, head, this.framing, req.method === "HEAD");
-    if (this.framing === "none" || this.retried) return;
-    this.uploading = true;
-    (req as Tagged)[EXCHANGE] = this;
-    req.on("data", uploadChunk);
-    req.on("end", uploadEnd);
-    // The request's own 'close' does not come once its response is complete: Node's server lets
-    // go of a request it has answered.
-    this.onClientGone = () => this.uploadCut();
-    req.socket.on("close", this.onClientGone);
+  /** Hands the request to undici, its body (if any) streamed from the client. */
+  send(): void {
+    const options = this.withBody ? { ...this.options, body: this.startUpload() } : this.options;
+    this.shared.dispatcher.dispatch(options, this);
   }
 
-  /** The deadline passed: the exchange ends with a 504. */
-  expire(): void {
-    this.timedOut = true;
-    const error = Object.assign(new Error("no response headers within upstream.timeout"), {
-      code: "ETIMEOUT",
-    });
-    if (this.connection !== null) {
-      this.connection.abandon(error);
+  onRequestStart(controller: Controller): void {
+    this.controller = controller;
+    // The client left, or the deadline passed, while the request waited for a connection.
+    if (this.done) controller.abort(upstreamError("the exchange ended before it started", "EGONE"));
+  }
+
+  onResponseStart(
+    controller: Controller,
+    status: number,
+    fields: Record<string, string | string[] | undefined>,
+    message: string,
+  ): void {
+    if (this.done) return;
+    // RFC 9112 §4: a status is three digits; RFC 9110 §15 gives meaning to 100-599 only.
+    if (status < 100 || status > 599) {
+      controller.abort(upstreamError(`the upstream sent status ${status}`, "EBADSTATUS"));
       return;
     }
-    this.shared.pool.cancel(this);
-    this.failed(error);
-  }
-
-  informational(status: number, message: string, headers: IncomingHttpHeaders): void {
-    this.answered = true;
-    const { req, res } = this.ctx;
-    if (relaysInformational(req, status)) writeInformational(res, status, message, headers);
-  }
-
-  response(status: number, message: string, fields: IncomingHttpHeaders, keepAlive: boolean): void {
+    // llhttp lets a DEL through in a reason phrase; Node's server refuses to write it.
+    if (!isFieldText(message)) {
+      controller.abort(
+        upstreamError(
+          "the upstream's reason phrase has a character RFC 9112 forbids",
+          "EBADSTATUS",
+        ),
+      );
+      return;
+    }
+    if (status < 200) {
+      this.informational(controller, status, message, fields);
+      return;
+    }
     const { services, deadlines } = this.shared;
     const { ctx } = this;
     const { req, res } = ctx;
@@ -135,134 +136,158 @@ export class Exchange implements ExchangeEvents, Waiting {
     ctx.upstreamMs = services.clock.monotonic() - this.sentAt;
     services.metrics.requests.upstreamResponse(ctx.upstreamMs / 1000);
     const headers = endToEnd(
-      fields,
+      responseHeaders(fields),
       status === 204 ? NO_CONTENT_FIELDS_DROPPED : RESPONSE_FIELDS_DROPPED,
       false,
     );
-    // An answer while the client is still uploading: an upstream keeping its connection goes on
-    // reading (a full-duplex exchange); one closing it wants no more of the body.
-    if (!req.complete && !keepAlive) this.endUpload(headers);
+    // An answer that begins while the client is still uploading: undici stops sending the body
+    // once the answer is complete, so the rest of the upload may never be read, and the client's
+    // connection closes after the answer instead of waiting for it.
+    if (!req.complete) headers.connection = "close";
     res.writeHead(status, message, finalHeaders(ctx, headers, services.lifecycle));
+    // RFC 9110 §15.3.5, §15.4.5: a 204 and a 304 end at their head. undici reads a 304's
+    // Content-Length (the representation's, §8.6) as a body still owed, and fails the exchange
+    // after it; the client has its whole answer by then.
+    if (status === 204 || status === 304) this.onResponseEnd();
   }
 
-  body(chunk: Buffer): void {
+  onResponseData(controller: Controller, chunk: Buffer): void {
+    if (this.done) return;
     const { res } = this.ctx;
-    if (res.write(chunk)) return;
-    const connection = this.connection as UpstreamConnection;
-    connection.pause();
-    res.once("drain", () => connection.resume());
+    if (res.write(chunk) || this.waitingForDrain) return;
+    // undici stops reading the upstream until the client has taken this piece.
+    controller.pause();
+    this.waitingForDrain = true;
+    res.once("drain", () => {
+      this.waitingForDrain = false;
+      controller.resume();
+    });
   }
 
-  complete(): void {
+  onResponseEnd(): void {
+    if (this.done) return;
     this.done = true;
     this.ctx.res.end();
   }
 
-  drained(): void {
-    if (this.uploading) this.ctx.req.resume();
+  onResponseError(_controller: Controller, error: Error): void {
+    this.failed(error);
   }
 
-  /**
-   * For an upstream that answered before it had the whole request body (a 413, a 401) and closes
-   * its connection: the rest is not sent (RFC 9112 §9.5: a client seeing such an answer stops
-   * sending), and the client's connection closes after the answer (`Connection: close`), since
-   * the rest of its upload is never read.
-   */
-  private endUpload(headers: IncomingHttpHeaders): void {
-    this.stopUpload();
-    headers.connection = "close";
+  /** The deadline for the response head passed: the exchange ends with a 504. */
+  expire(): void {
+    this.timedOut = true;
+    const error = upstreamError("no response head within upstream.timeout", "ETIMEOUT");
+    if (this.controller !== null) this.controller.abort(error);
+    else this.failed(error);
   }
 
-  /** Leaves the rest of the client's body unread. */
-  private stopUpload(): void {
-    if (!this.uploading) return;
-    this.uploading = false;
-    const { req } = this.ctx;
-    req.removeListener("data", uploadChunk);
-    req.removeListener("end", uploadEnd);
-    this.forgetClient();
-    req.pause();
-  }
-
-  /**
-   * The client's connection closed before its body was complete. An exchange still waiting for
-   * its answer ends as the client left; one already answered (the upstream answered early and
-   * kept reading) closes its upstream connection, which would otherwise wait for the rest of a
-   * body that never comes.
-   */
-  uploadCut(): void {
-    if (!this.uploading) return;
-    if (!this.done) {
-      this.left();
+  /** An interim response: relayed when the client can take it, within MAX_INTERIM. */
+  private informational(
+    controller: Controller,
+    status: number,
+    message: string,
+    fields: Record<string, string | string[] | undefined>,
+  ): void {
+    this.answered = true;
+    this.interim += 1;
+    if (this.interim > MAX_INTERIM) {
+      controller.abort(
+        upstreamError(`the upstream sent more than ${MAX_INTERIM} interim responses`, "EINTERIM"),
+      );
       return;
     }
-    this.stopUpload();
-    this.connection?.abandon();
-  }
-
-  private forgetClient(): void {
-    if (this.onClientGone === undefined) return;
-    this.ctx.req.socket.removeListener("close", this.onClientGone);
-    this.onClientGone = undefined;
-  }
-
-  /** The client's body is complete. */
-  uploadEnded(): void {
-    this.uploading = false;
-    this.forgetClient();
-    this.connection?.end();
+    const { req, res } = this.ctx;
+    // A client that has not taken the last one gets no more: an interim response is advice, and
+    // what the client does not read would pile up here.
+    if (res.writableNeedDrain || !relaysInformational(req)) return;
+    writeInformational(res, status, message, responseHeaders(fields));
   }
 
   // An exchange failed: retried on a new connection when that is safe, else answered 502 or
   // 504, or, when the answer has begun, cut off.
-  failed(error: Error): void {
-    const { services, deadlines, pool } = this.shared;
+  private failed(error: Error): void {
+    const { services, deadlines } = this.shared;
     const { ctx } = this;
     deadlines.remove(this);
     if (this.done) return;
-    this.stopUpload();
     if (ctx.res.headersSent) {
       // A failure mid-answer cuts the client off: a truncated body is never presented whole.
       this.done = true;
+      this.stopUpload();
+      this.logFailure(error, "upstream failed mid-answer");
       ctx.res.destroy();
       return;
     }
     if (retriesOnNewConnection(this, error)) {
       services.log.debug(
         { requestId: ctx.requestId, err: error },
-        "pooled upstream connection failed; retrying on a new one",
+        "upstream connection closed before any answer; retrying on a new one",
       );
       this.retried = true;
-      this.connection = null;
+      this.controller = null;
       deadlines.add(this);
-      pool.fresh(this);
+      // On a connection of its own, closed after it: another pooled one may be as stale.
+      const single = this.shared.single();
+      single.dispatch({ ...this.options, reset: true }, this);
+      single.close().catch(() => undefined);
       return;
     }
     this.done = true;
-    services.log.warn(
-      { requestId: ctx.requestId, err: error },
-      this.timedOut ? "upstream timed out" : "upstream failed",
-    );
-    sendReply(ctx, failureReply(this.timedOut, !ctx.req.complete), services.lifecycle);
+    this.logFailure(error, this.timedOut ? "upstream timed out" : "upstream failed");
+    const uploading = !ctx.req.complete;
+    this.stopUpload();
+    sendReply(ctx, failureReply(this.timedOut, uploading), services.lifecycle);
+  }
+
+  private logFailure(error: Error, message: string): void {
+    const { services } = this.shared;
+    const reason = this.timedOut ? "timeout" : failureReason(error);
+    services.metrics.upstreamFailures.inc({ reason });
+    services.log.warn({ requestId: this.ctx.requestId, reason, err: error }, message);
   }
 
   /** The client left before its answer was complete: the upstream exchange goes with it. */
   left(): void {
     this.done = true;
-    this.stopUpload();
     this.shared.deadlines.remove(this);
-    if (this.connection !== null) this.connection.abandon();
-    else this.shared.pool.cancel(this);
+    this.stopUpload();
+    this.controller?.abort(upstreamError("the client left", "EGONE"));
+  }
+
+  /**
+   * The client's body, piped into a stream of undici's: undici destroys the stream it was given
+   * when the exchange ends, and the client's own request must outlive that, to be answered.
+   */
+  private startUpload(): PassThrough {
+    const { req } = this.ctx;
+    const upload = new PassThrough();
+    this.upload = upload;
+    (req as Tagged)[EXCHANGE] = this;
+    req.on("data", uploadProgress);
+    upload.on("close", () => this.stopUpload());
+    req.pipe(upload);
+    return upload;
+  }
+
+  /** Leaves the rest of the client's body unread. */
+  private stopUpload(): void {
+    const { upload } = this;
+    if (upload === null) return;
+    this.upload = null;
+    const { req } = this.ctx;
+    req.removeListener("data", uploadProgress);
+    req.unpipe(upload);
+    if (!req.complete) req.pause();
+    upload.destroy();
   }
 
   /** A piece of the request body arrived from the client. */
-  uploaded(chunk: Buffer): void {
+  uploaded(): void {
     // The upstream cannot answer before it has the body: while a body is still on its way to
     // the upstream, each chunk restarts the wait, so a slow client upload is not taken for a
     // slow upstream. A stalled upstream stops reading, the chunks stop, and the wait runs out.
     this.deadline = this.shared.services.clock.monotonic() + this.timeoutMs;
-    const { connection } = this;
-    if (connection !== null && !connection.write(chunk)) this.ctx.req.pause();
   }
 }
 
@@ -271,10 +296,6 @@ function clientClosed(this: Tagged): void {
   if (exchange !== undefined && !exchange.done) exchange.left();
 }
 
-function uploadChunk(this: Tagged, chunk: Buffer): void {
-  this[EXCHANGE]?.uploaded(chunk);
-}
-
-function uploadEnd(this: Tagged): void {
-  this[EXCHANGE]?.uploadEnded();
+function uploadProgress(this: Tagged): void {
+  this[EXCHANGE]?.uploaded();
 }

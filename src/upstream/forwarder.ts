@@ -1,29 +1,83 @@
 /**
- * The connection to the upstream: one pool of keep-alive connections per upstream (url, pool
- * size, idle timeout; pool.ts), on which each request is an exchange (exchange.ts).
+ * The connection to the upstream: one undici `Pool` per upstream (url, pool size, idle timeout,
+ * TLS name), on which each request is an exchange (exchange.ts). undici keeps the connections:
+ * their reuse, the framing of both messages, and the end of a connection that broke it.
  */
+import type { IncomingHttpHeaders } from "node:http";
+import type { Socket } from "node:net";
+import type { Dispatcher } from "undici";
 import type { RequestContext } from "../core/context.js";
 import { fail } from "../core/runner.js";
 import type { Services } from "../core/services.js";
 import type { UpstreamSettings } from "./settings.js";
+import { answerFirst } from "./answer-first.js";
 import { createDeadlines } from "./deadlines.js";
 import { Exchange, type Shared } from "./exchange.js";
-import { requestHead } from "./message-head.js";
-import { createPool } from "./pool.js";
 import { createTurnBatch, type TurnBatch } from "./turn-batch.js";
+import { buildConnector, Client, Pool } from "./undici.js";
 
 /** Forwards requests to one upstream. */
 export interface Forwarder {
   readonly key: string;
-  /** Sends the request on; the response (or a 502/504) is written to ctx.res. */
-  forward(ctx: RequestContext, timeoutMs: number): void;
-  /** Stops reusing connections: idle ones close now, busy ones when their exchange ends. */
+  /**
+   * Sends the request on, with the client's body when `withBody`; the response (or a 502/504)
+   * is written to ctx.res.
+   */
+  forward(ctx: RequestContext, timeoutMs: number, withBody: boolean): void;
+  /** Stops taking requests: idle connections close now, busy ones when their exchange ends. */
   retire(): void;
 }
 
 /** The pool identity of an upstream: a reload that keeps it keeps the forwarder. */
 export function forwarderKey(upstream: UpstreamSettings): string {
-  return `${upstream.url.href} ${upstream.maxSockets} ${upstream.idleTimeoutMs}`;
+  const name = upstream.serverName ?? "";
+  return `${upstream.url.href} ${upstream.maxSockets} ${upstream.idleTimeoutMs} ${name}`;
+}
+
+/** Whether a request's own framing says it has a body to stream (`Content-Length: 0` does not). */
+export function sendsBody(headers: IncomingHttpHeaders): boolean {
+  if (headers["transfer-encoding"] !== undefined) return true;
+  const length = headers["content-length"];
+  return length !== undefined && length !== "0";
+}
+
+/**
+ * Opens the connections to `upstream`: undici's connector (TCP or TLS, TLS sessions resumed, SNI
+ * for a host name or `server_name`), whose sockets let the upstream's answer win over a failed
+ * write (answer-first.ts).
+ */
+function connector(upstream: UpstreamSettings): ReturnType<typeof buildConnector> {
+  const open = buildConnector({
+    timeout: upstream.timeoutMs,
+    // RFC 6066 §3: SNI names a host; undici sends none for an address.
+    ...(upstream.serverName === undefined ? {} : { servername: upstream.serverName }),
+  });
+  return (options, callback) =>
+    open(options, (error, socket) => {
+      if (error !== null) callback(error, null);
+      else {
+        answerFirst(socket as Socket);
+        callback(null, socket);
+      }
+    });
+}
+
+/** What the pool and the connections of a retry are opened with. */
+function clientOptions(upstream: UpstreamSettings): ConstructorParameters<typeof Pool>[1] {
+  const { idleTimeoutMs } = upstream;
+  return {
+    // One request at a time on a connection (RFC 9112 §9.3.2 lets a client pipeline, but an
+    // upstream that answers out of turn would then hand one client another's answer).
+    pipelining: 1,
+    // gatehouse closes a connection idle this long, before the upstream closes it under a
+    // request; an upstream's own `Keep-Alive: timeout` shortens it (less undici's margin).
+    keepAliveTimeout: idleTimeoutMs,
+    keepAliveMaxTimeout: idleTimeoutMs,
+    // The wait for the response head is gatehouse's own deadline (it counts the wait for a
+    // connection too); the silence after the head is undici's, set per request.
+    headersTimeout: 0,
+    connect: connector(upstream),
+  };
 }
 
 /**
@@ -31,16 +85,17 @@ export function forwarderKey(upstream: UpstreamSettings): string {
  * in that turn (turn-batch.ts says why).
  */
 function sendAtEndOfTurn(shared: Shared): TurnBatch<Exchange> {
-  const { pool, deadlines, services } = shared;
+  const { deadlines, services } = shared;
   return createTurnBatch<Exchange>(
     (exchange) => {
       // The client left, or the deadline passed, while the request waited for the end of the turn.
       if (exchange.done) return;
       if (exchange.ctx.res.destroyed) exchange.left();
-      else pool.acquire(exchange);
+      else exchange.send();
     },
     (exchange, error) => {
       deadlines.remove(exchange);
+      exchange.done = true;
       fail(error, exchange.ctx, services);
     },
   );
@@ -51,32 +106,39 @@ export function createForwarder(upstream: UpstreamSettings, services: Services):
   const { url } = upstream;
   // The upstream URL's path is the prefix of every forwarded path, with one slash between the two.
   const base = url.pathname.endsWith("/") ? url.pathname.slice(0, -1) : url.pathname;
+  const options = clientOptions(upstream);
+  // The pool opens connections only when exchanges need them, at most max_sockets.
+  const pool = new Pool(url.origin, { ...options, connections: upstream.maxSockets });
   const shared: Shared = {
     services,
-    pool: createPool(upstream),
+    dispatcher: pool,
+    single: () => new Client(url.origin, options),
     deadlines: createDeadlines<Exchange>((exchange) => exchange.expire(), services.clock),
   };
   const send = sendAtEndOfTurn(shared);
 
   return {
     key: forwarderKey(upstream),
-    forward(ctx, timeoutMs) {
+    forward(ctx, timeoutMs, withBody) {
       const { req } = ctx;
       // An empty query goes without its `?`.
       const { query } = ctx;
-      const target =
-        query === null || query === "" ? base + ctx.path : `${base}${ctx.path}?${query}`;
-      let head: string;
-      try {
-        head = requestHead(req.method as string, target, req.headers);
-      } catch (error) {
-        fail(error, ctx, services);
-        return;
-      }
-      const exchange = new Exchange(shared, ctx, timeoutMs, head);
+      const options: Dispatcher.DispatchOptions = {
+        path: query === null || query === "" ? base + ctx.path : `${base}${ctx.path}?${query}`,
+        method: req.method as Dispatcher.HttpMethod,
+        headers: req.headers as Record<string, string | string[]>,
+        // After the response head, silence this long ends the exchange (the client's connection
+        // is cut, so the body is visibly incomplete).
+        bodyTimeout: timeoutMs,
+      };
+      const exchange = new Exchange(shared, ctx, timeoutMs, options, withBody);
       shared.deadlines.add(exchange);
       send(exchange);
     },
-    retire: () => shared.pool.retire(),
+    retire() {
+      // Requests under way finish, those decided in this turn included (they are sent at its
+      // end); then the pool takes no more and its connections close.
+      setImmediate(() => void pool.close().catch(() => undefined));
+    },
   };
 }

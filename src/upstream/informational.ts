@@ -17,13 +17,13 @@ interface RawWriter {
   _writeRaw(data: string, encoding: BufferEncoding): boolean;
 }
 
-/** Whether a 1xx with `status` from the upstream goes on to the client that sent `req`. */
-export function relaysInformational(req: IncomingMessage, status: number): boolean {
+/**
+ * Whether the upstream's 1xx goes on to the client that sent `req`. A 100 Continue never comes
+ * here: undici fails the exchange on one (gatehouse never sends `Expect` upstream).
+ */
+export function relaysInformational(req: IncomingMessage): boolean {
   // RFC 9110 §15.2: an HTTP/1.0 client does not understand 1xx responses.
-  if (req.httpVersionMinor === 0) return false;
-  // A client that sent Expect: 100-continue already had its 100 Continue from gatehouse (the
-  // upstream never sees Expect); a second one would answer nothing it asked.
-  return status !== 100 || !sentExpect(req);
+  return req.httpVersionMinor !== 0;
 }
 
 /** Writes the upstream's 1xx to the client, without hop-by-hop or framing fields. */
@@ -41,12 +41,4 @@ export function writeInformational(
     else if (value !== undefined) head += `${name}: ${value}\r\n`;
   }
   (res as unknown as RawWriter)._writeRaw(`${head}\r\n`, "latin1");
-}
-
-function sentExpect(req: IncomingMessage): boolean {
-  const raw = req.rawHeaders;
-  for (let i = 0; i < raw.length; i += 2) {
-    if ((raw[i] as string).toLowerCase() === "expect") return true;
-  }
-  return false;
 }

@@ -43,6 +43,8 @@ export function createUpstreamHeaders(
   const { identityHeader, scopesHeader, issuerHeader } = upstream;
   const own = [
     ...REQUEST_HOP_BY_HOP,
+    // undici frames the body it sends: by its Content-Length, or chunked when it has none.
+    "transfer-encoding",
     identityHeader,
     "x-request-id",
     "accept-language",

@@ -2,12 +2,11 @@
  * When a failed upstream exchange is sent again. A pooled keep-alive connection can be closed by
  * the upstream (its idle timeout ran out) just as gatehouse writes the next request to it; that
  * request fails before the upstream read it, and a new connection would have served it. As nginx
- * does, such a request is retried once on a new connection when retrying cannot do harm:
- * RFC 9112 §9.3.1 forbids a proxy to retry a non-idempotent request automatically.
+ * does (`proxy_next_upstream error`), such a request is retried once when retrying cannot do
+ * harm: RFC 9112 §9.3.1 forbids a proxy to retry a non-idempotent request automatically.
  */
 import type { RequestContext } from "../core/context.js";
-// What fails on a connection the upstream closed: a reset, or writing to it after its close.
-import { CLOSED_CONNECTION } from "./answer-first.js";
+import { closedConnection } from "./failures.js";
 
 // RFC 9110 §9.2.2: repeating these has the effect of sending them once.
 const IDEMPOTENT: ReadonlySet<string> = new Set([
@@ -22,26 +21,22 @@ const IDEMPOTENT: ReadonlySet<string> = new Set([
 /** One attempt at an upstream exchange, as far as a retry is concerned. */
 export interface Attempt {
   readonly ctx: RequestContext;
-  /** The attempt went out on a connection that had carried an exchange before. */
-  readonly reused: boolean;
   readonly timedOut: boolean;
   /** Some of the upstream's answer (a 1xx at least) arrived: the upstream read the request. */
   readonly answered: boolean;
   readonly retried: boolean;
+  /** The request has a body to stream (an empty one, `Content-Length: 0`, is none). */
+  readonly withBody: boolean;
 }
 
 /**
- * Whether the attempt that failed with `error` is sent again on a new connection: only once, only
- * when the failed connection came from the pool and closed before any answer, and only for an
- * idempotent request without a body. A body is streamed to the upstream as it arrives and never
- * kept, so a request that had one cannot be sent again; an empty one (`Content-Length: 0`) can.
+ * Whether the attempt that failed with `error` is sent again: only once, only when the
+ * connection closed before any answer, and only for an idempotent request without a body. A body
+ * is streamed to the upstream as it arrives and never kept, so a request that had one cannot be
+ * sent again; an empty one (`Content-Length: 0`) can.
  */
 export function retriesOnNewConnection(attempt: Attempt, error: Error): boolean {
   if (attempt.retried || attempt.timedOut || attempt.answered) return false;
-  if (!attempt.reused) return false;
-  if (!CLOSED_CONNECTION.has((error as NodeJS.ErrnoException).code ?? "")) return false;
-  const { req } = attempt.ctx;
-  if (!IDEMPOTENT.has(req.method ?? "")) return false;
-  const length = req.headers["content-length"];
-  return req.headers["transfer-encoding"] === undefined && (length === undefined || length === "0");
+  if (attempt.withBody || !closedConnection(error)) return false;
+  return IDEMPOTENT.has(attempt.ctx.req.method ?? "");
 }

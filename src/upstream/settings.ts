@@ -5,6 +5,8 @@ export interface UpstreamSettings {
   readonly maxSockets: number;
   /** How long a pooled connection may stay idle before gatehouse closes it. */
   readonly idleTimeoutMs: number;
+  /** The name an https upstream is asked for (SNI) and checked against; its host when unset. */
+  readonly serverName: string | undefined;
   /** Lower-case name of the header carrying the client id. */
   readonly identityHeader: string;
   /** Lower-case name of the header carrying the granted scopes; "" for none. */

@@ -25,10 +25,12 @@ const ONE_SOCKET = (url: string, more = ""): string =>
 const OWN = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 12\r\n\r\nyour account";
 
 // What an attacker wants the next client on the connection to read: a redirect of its choosing
-// and a session cookie it knows.
+// and a session cookie it knows. The head is left open: a client that kept the connection would
+// read the next response's status line and fields as the value of its last field, and the next
+// client would get the attacker's status with its own body underneath.
 const INJECTED =
   "HTTP/1.1 302 Found\r\nLocation: https://evil.example/login\r\n" +
-  "Set-Cookie: session=attacker-fixed\r\nContent-Length: 0\r\n\r\n";
+  "Set-Cookie: session=attacker-fixed\r\nX-Swallowed: ";
 
 /** An answer whose `Content-Length` counts characters of a UTF-8 body (a common legacy bug). */
 function countedInCharacters(): string {

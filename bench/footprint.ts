@@ -3,7 +3,8 @@
  * benchmark. Ready time from exec to the "gatehouse listening" line (median of several starts,
  * the example config), idle RSS, and RSS after a minute of load from 100k distinct clients (an
  * `auth: none` route whose clients are told apart by X-Forwarded-For from a trusted proxy, so each
- * address holds counters of its own). A bare Node HTTP server is measured alike, for scale.
+ * address holds counters of its own). A bare Node HTTP server is measured alike, for scale, and so
+ * is one that loads the packages gatehouse starts with and listens: what is left is gatehouse's own.
  */
 import { spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
@@ -23,7 +24,21 @@ const IDLE_SETTLE_MS = 2000;
 const CLIENTS = 100_000;
 const LOAD_MS = 60_000;
 const CONNECTIONS = 32;
-const BARE_SERVER = `require("node:http").createServer((q, s) => s.end()).listen(0, "127.0.0.1", () => console.log('{"msg":"gatehouse listening"}'))`;
+const LISTEN = `createServer((q, s) => s.end()).listen(0, "127.0.0.1", () => console.log('{"msg":"gatehouse listening"}'))`;
+const BARE_SERVER = `const { createServer } = require("node:http"); ${LISTEN}`;
+// The packages a start on the example config loads (undici through its Pool's own module, as
+// src/upstream/undici.ts does), resolved from the working directory, the repository's root.
+const PACKAGES_SERVER = [
+  "undici/lib/dispatcher/pool.js",
+  "jose",
+  "yaml",
+  "pino",
+  "prom-client",
+  "zod",
+]
+  .map((name) => `import "${name}";`)
+  .concat(`import { createServer } from "node:http"; ${LISTEN}`)
+  .join(" ");
 
 /** One process started and measured. */
 interface Started {
@@ -151,6 +166,8 @@ export async function measureFootprint(): Promise<Section> {
   try {
     const bare = await startsOf(["-e", BARE_SERVER]);
     say(`bare node http: ready ${bare.readyMs.toFixed(0)} ms, idle ${bare.idleMb.toFixed(1)} MB`);
+    const packages = await startsOf(["--input-type=module", "-e", PACKAGES_SERVER]);
+    say(`packages: ready ${packages.readyMs.toFixed(0)} ms, idle ${packages.idleMb.toFixed(1)} MB`);
     const gatehouse = await startsOf([CLI, "--config", await exampleConfig(dir)]);
     say(
       `gatehouse: ready ${gatehouse.readyMs.toFixed(0)} ms (first ${gatehouse.first.toFixed(0)} ms), idle ${gatehouse.idleMb.toFixed(1)} MB`,
@@ -167,12 +184,14 @@ export async function measureFootprint(): Promise<Section> {
       ["Node", process.version],
       [
         "ready from exec, median of " + STARTS,
-        `${gatehouse.readyMs.toFixed(0)} ms (bare node http ${bare.readyMs.toFixed(0)} ms)`,
+        `${gatehouse.readyMs.toFixed(0)} ms (bare node http ${bare.readyMs.toFixed(0)} ms, ` +
+          `its packages ${packages.readyMs.toFixed(0)} ms)`,
       ],
       ["first start (compile cache empty or absent)", `${gatehouse.first.toFixed(0)} ms`],
       [
         "idle RSS, median",
-        `${gatehouse.idleMb.toFixed(1)} MB (bare node http ${bare.idleMb.toFixed(1)} MB)`,
+        `${gatehouse.idleMb.toFixed(1)} MB (bare node http ${bare.idleMb.toFixed(1)} MB, ` +
+          `its packages ${packages.idleMb.toFixed(1)} MB)`,
       ],
       [
         `RSS after ${sent.seconds.toFixed(0)} s of load, ${sent.clients} clients`,

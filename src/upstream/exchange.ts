@@ -200,7 +200,7 @@ export class Exchange implements Dispatcher.DispatchHandler {
     const { req, res } = this.ctx;
     // A client that has not taken the last one gets no more: an interim response is advice, and
     // what the client does not read would pile up here.
-    if (res.writableNeedDrain || !relaysInformational(req)) return;
+    if (res.socket === null || res.socket.writableNeedDrain || !relaysInformational(req)) return;
     writeInformational(res, status, message, responseHeaders(fields));
   }
 

@@ -139,6 +139,10 @@ t.test("a well-formed token is accepted, as the control for every refusal below"
   t.equal((await call(await signed())).status, 200);
   t.equal((await call(await signed(CLAIMS, { typ: "JWT" }))).status, 200, "typ JWT (Entra, Auth0)");
   t.equal((await call(await signed(CLAIMS, { typ: undefined }))).status, 200, "no typ");
+  // RFC 7515 §4.1.9: a media type, in any case, with or without its application/ prefix.
+  for (const typ of ["AT+JWT", "application/at+jwt", "Application/AT+JWT", "application/jwt"]) {
+    t.equal((await call(await signed(CLAIMS, { typ }))).status, 200, `typ ${typ}`);
+  }
   const azp = await signed({ azp: "billing", scp: ["items:read", "items:list"] });
   const before = upstream.received.length;
   t.equal((await call(azp)).status, 200, "azp when client_id is absent");
@@ -200,6 +204,21 @@ t.test("wrong aud, wrong iss, another key, typ, time claims and the client claim
     .sign(other.privateKey);
   refused(t, await call(forged), "signed by another key under the provider's kid");
   refused(t, await call(await signed(CLAIMS, { typ: "id+jwt" })), "typ");
+  // Not a string: refused as any other typ, never a 500.
+  for (const typ of [123, ["at+jwt"], null, { at: "jwt" }]) {
+    refused(t, await call(await signed(CLAIMS, { typ })), `typ ${JSON.stringify(typ)}`);
+  }
+  // A scope the scopes header could not carry: refused, never a 500, and never remembered.
+  for (const scope of ["items:read\r\nX-Admin: yes", "items:read\u007f", "items:\u0100read"]) {
+    const token = await signed({ ...CLAIMS, scope });
+    refused(t, await call(token), `scope ${JSON.stringify(scope)}`);
+    refused(t, await call(token), `scope ${JSON.stringify(scope)}, asked again`);
+  }
+  refused(
+    t,
+    await call(await signed({ client_id: "billing", scp: ["items:read", "a\tb"] })),
+    "scp",
+  );
   const future = await new SignJWT(CLAIMS)
     .setProtectedHeader({ alg: "RS256", typ: "at+jwt", kid: key.kid })
     .setIssuer(ISSUER)

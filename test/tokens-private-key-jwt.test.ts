@@ -97,13 +97,25 @@ t.test("typ client-authentication+jwt or JWT is accepted, another typ refused", 
   // RFC 7519 §5.1: what the MCP SDK, authlib and Spring write.
   const jwt = await assertion(es, now(), ISSUER, {}, { typ: "JWT" });
   t.equal((await assertionRequest(g.url, jwt)).status, 200);
-  for (const typ of ["at+jwt", "jwt", "application/jwt"]) {
+  // RFC 7515 §4.1.9: a media type, in any case, with or without its application/ prefix.
+  const spellings = [
+    "jwt",
+    "application/jwt",
+    "application/JWT",
+    "Client-Authentication+JWT",
+    "application/client-authentication+jwt",
+  ];
+  for (const typ of spellings) {
+    const same = await assertionRequest(g.url, await assertion(es, now(), ISSUER, {}, { typ }));
+    t.equal(same.status, 200, typ);
+  }
+  for (const typ of ["at+jwt", "application/at+jwt", "text/jwt", 123, ["JWT"], null]) {
     const other = await assertionRequest(g.url, await assertion(es, now(), ISSUER, {}, { typ }));
-    t.equal(other.status, 401, typ);
+    t.equal(other.status, 401, String(typ));
     t.strictSame(
       other.json,
       refusedFor("the client assertion's typ must be client-authentication+jwt or JWT, or absent"),
-      typ,
+      String(typ),
     );
   }
 });

@@ -7,6 +7,7 @@
 import { decodeJwt, errors, jwtVerify } from "jose";
 import type { ClientKeys } from "./client-keys.js";
 import type { ClientRegistry } from "./settings.js";
+import { mediaTypeOf, mediaTypes } from "./media-type.js";
 
 /** RFC 7521 §4.2: the value of `client_assertion_type` for a JWT (RFC 7523 §2.2). */
 export const JWT_BEARER_ASSERTION = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer";
@@ -67,8 +68,9 @@ const COMPACT_JWS = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
 
 // draft-ietf-oauth-rfc7523bis (explicit typing) names client-authentication+jwt; RFC 7519 §5.1's
 // JWT is what the MCP SDK, authlib and Spring send, and says nothing more than "a JWT". Any other
-// typ is a JWT made for something else (an access token, an ID token) and is refused.
-const ASSERTION_TYPES: ReadonlySet<string> = new Set(["client-authentication+jwt", "JWT"]);
+// typ is a JWT made for something else (an access token, an ID token) and is refused. Each is
+// read as a media type: `jwt` and `application/JWT` are `JWT`.
+const ASSERTION_TYPES = mediaTypes("client-authentication+jwt", "JWT");
 
 /** What checking assertions needs from the token settings. */
 export interface AssertionSettings {
@@ -192,7 +194,7 @@ export async function verifyAssertion(
   if (keys === undefined) throw UNKNOWN_CLIENT;
   const tolerance = settings.clockToleranceSeconds;
   let payload;
-  let typ: string | undefined;
+  let typ: unknown;
   try {
     ({
       payload,
@@ -210,7 +212,7 @@ export async function verifyAssertion(
   } catch (error) {
     throw rejection(error, keys, clientId);
   }
-  if (typ !== undefined && !ASSERTION_TYPES.has(typ)) {
+  if (typ !== undefined && !ASSERTION_TYPES.has(mediaTypeOf(typ) ?? "")) {
     throw new AssertionRejected(
       "typ",
       "the client assertion's typ must be client-authentication+jwt or JWT, or absent",

@@ -8,6 +8,7 @@ import type { GrantedScopes } from "../core/context.js";
 import type { TrustedIssuer } from "./settings.js";
 import type { IssuerKeySet, KeyChooser } from "./issuer-keys.js";
 import { NO_SCOPES, TokenRejected, type VerifiedToken } from "./verified.js";
+import { mediaTypeOf, mediaTypes } from "./media-type.js";
 
 /** A provider's unknown `kid` while its keys cannot be fetched: 503, never 401. */
 export class KeysUnavailable extends Error {
@@ -23,20 +24,30 @@ export class KeysUnavailable extends Error {
 // RFC 9068 §2.1 and §4: `at+jwt` (the media type's short form or full form), and `JWT`, which
 // providers such as Entra ID and Auth0 write in access tokens; compared without regard to case
 // (RFC 7515 §4.1.9 media types).
-const ACCEPTED_TYP = new Set(["at+jwt", "application/at+jwt", "jwt"]);
+// RFC 9068 §2.1's at+jwt, or a plain JWT (RFC 7519 §5.1), each read as a media type.
+const ACCEPTED_TYP = mediaTypes("at+jwt", "JWT");
 
 // What a client id must look like to be written in X-Client-Id and a counter key: visible ASCII.
 const CLIENT_ID = /^[\x21-\x7E]{1,256}$/;
+
+// What the scopes header can carry (RFC 9110 §5.5): no control character, nothing beyond Latin-1.
+const SCOPE_TEXT = /^[\x20-\x7e\x80-\xff]*$/;
 
 function scopeText(payload: JWTPayload): string {
   // RFC 9068 §2.2.3 `scope`; Entra ID and Okta write `scp`, an array or a space-separated string.
   const claim = payload.scope !== undefined ? payload.scope : payload.scp;
   if (claim === undefined) return "";
-  if (typeof claim === "string") return claim.trim();
-  if (Array.isArray(claim) && claim.every((name) => typeof name === "string")) {
-    return claim.join(" ");
+  let text: string;
+  if (typeof claim === "string") text = claim.trim();
+  else if (Array.isArray(claim) && claim.every((name) => typeof name === "string")) {
+    text = claim.join(" ");
+  } else {
+    throw new TokenRejected("claims", "scope must be a string (scp: a string or an array of them)");
   }
-  throw new TokenRejected("claims", "scope must be a string (scp: a string or an array of them)");
+  if (!SCOPE_TEXT.test(text)) {
+    throw new TokenRejected("claims", "scope holds a control character or one beyond Latin-1");
+  }
+  return text;
 }
 
 function grantedScopes(text: string, cap: ReadonlySet<string> | undefined): GrantedScopes {
@@ -97,8 +108,8 @@ function checkHeaderAndTime(
   nowS: number,
   toleranceS: number,
 ): void {
-  if (header.typ !== undefined && !ACCEPTED_TYP.has(header.typ.toLowerCase())) {
-    throw new TokenRejected("claims", "typ must be at+jwt, application/at+jwt or JWT");
+  if (header.typ !== undefined && !ACCEPTED_TYP.has(mediaTypeOf(header.typ) ?? "")) {
+    throw new TokenRejected("claims", "typ must be at+jwt or JWT (any case, application/ or not)");
   }
   // jose checks iat only against a maximum age; an iat in the future is a forged or broken clock.
   if (payload.iat !== undefined && payload.iat > nowS + toleranceS) {

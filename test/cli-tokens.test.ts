@@ -83,9 +83,18 @@ t.test("keygen --out writes the key for its owner only, and never over a file", 
   const other = join(dir, "other.pem");
   await writeFile(other, "");
   t.equal(gatehouse(["keygen", "--out", other]).status, 1, "an empty file is not replaced either");
-  const nowhere = gatehouse(["keygen", "--out", join(dir, "missing", "k.pem")]);
+  // A missing folder is made, for its owner only, as a fresh clone's `keys/` is.
+  const nested = join(dir, "keys", "new", "k.pem");
+  t.equal(gatehouse(["keygen", "--out", nested]).status, 0, "into a folder that did not exist");
+  t.equal((await stat(join(dir, "keys"))).mode & 0o777, 0o700, "made for its owner only");
+  t.equal((await stat(nested)).mode & 0o777, 0o600);
+  // A folder that cannot be made is named with why.
+  const nowhere = gatehouse(["keygen", "--out", join(other, "k.pem")]);
   t.equal(nowhere.status, 1);
-  t.match(nowhere.stderr, /^gatehouse: cannot write .*k\.pem \(ENOENT\)\n$/);
+  t.match(
+    nowhere.stderr,
+    /^gatehouse: cannot make the folder .*other\.pem for .*k\.pem \(a file is in the way\)\n$/,
+  );
 });
 
 t.test("keygen --jwks writes the public JWKS a private_key_jwt client needs", async (t) => {
@@ -105,9 +114,12 @@ t.test("keygen --jwks writes the public JWKS a private_key_jwt client needs", as
       .sign(await importPKCS8(result.stdout, alg));
     await t.resolves(jwtVerify(signed, createLocalJWKSet(jwks)), "the printed key signs for it");
   }
-  const unwritable = gatehouse(["keygen", "--jwks", join(dir, "missing", "x.json")]);
+  const unwritable = gatehouse(["keygen", "--jwks", join(dir, "ES256.jwks.json", "x.json")]);
   t.equal(unwritable.status, 1);
-  t.match(unwritable.stderr, /cannot write .*x\.json \(ENOENT\)/);
+  t.match(
+    unwritable.stderr,
+    /cannot make the folder .*ES256\.jwks\.json .*\(a file is in the way\)/,
+  );
   t.equal(unwritable.stdout, "", "no private key printed without its JWKS");
   const exists = gatehouse(["keygen", "--jwks", join(dir, "ES256.jwks.json")]);
   t.equal(exists.status, 1, "an existing JWKS is not replaced without --out either");

@@ -1,6 +1,7 @@
 /** `gatehouse keygen`, `pubkey` and `hash-secret`: the key and the secrets a config names. */
 import { createPrivateKey, createPublicKey, type KeyObject } from "node:crypto";
-import { open, readFile, rm, type FileHandle } from "node:fs/promises";
+import { mkdir, open, readFile, rm, type FileHandle } from "node:fs/promises";
+import { dirname } from "node:path";
 import { text } from "node:stream/consumers";
 import { generateKeyWithJwks } from "../tokens/keys.js";
 import { hashSecret } from "../tokens/secrets.js";
@@ -12,12 +13,22 @@ const FILES = {
 } as const;
 
 /**
- * Writes `content` to a new `file` with the mode of `option`'s file; false, said on stderr, when it
- * exists or cannot be written. As ssh-keygen does, an existing file is never replaced (a key's
- * tokens would stop verifying): "wx" fails rather than follow or truncate a file.
+ * Writes `content` to a new `file` with the mode of `option`'s file, in its folder, made (0700,
+ * as ssh-keygen makes ~/.ssh) when missing; false, said on stderr, when it exists or cannot be
+ * written. As ssh-keygen does, an existing file is never replaced (a key's tokens would stop
+ * verifying): "wx" fails rather than follow or truncate a file.
  */
 async function writeNew(file: string, content: string, option: keyof typeof FILES) {
   const { mode, what } = FILES[option];
+  const folder = dirname(file);
+  try {
+    await mkdir(folder, { recursive: true, mode: 0o700 });
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code ?? String(error);
+    const why = code === "EEXIST" ? "a file is in the way" : code;
+    process.stderr.write(`gatehouse: cannot make the folder ${folder} for ${file} (${why})\n`);
+    return false;
+  }
   let handle: FileHandle | undefined;
   try {
     handle = await open(file, "wx", mode);

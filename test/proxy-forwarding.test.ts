@@ -228,6 +228,19 @@ t.test("404 for a path outside the allowlist; nothing forwarded", async (t) => {
   t.equal(upstream.received.length, before);
 });
 
+t.test("a 404 for an admin API path on the public port says where the admin API is", async (t) => {
+  for (const path of ["/metrics", "/config", "/version", "/limits/clients/x"]) {
+    const res = await send(`${gh.url}${path}`);
+    t.equal(res.status, 404, path);
+    t.match(
+      json(res).message,
+      /the admin API is served on admin_listen \(127\.0\.0\.1:\d+\), not here$/,
+      path,
+    );
+  }
+  t.equal(json(await send(`${gh.url}/metricsx`)).message, "no route matches this path");
+});
+
 t.test("405 with Allow listing every matching route's methods; nothing forwarded", async (t) => {
   const before = upstream.received.length;
   const res = await send(`${gh.url}/v1/items`, { method: "DELETE" });

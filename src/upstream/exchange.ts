@@ -234,10 +234,12 @@ export class Exchange implements Dispatcher.DispatchHandler {
       return;
     }
     this.done = true;
-    this.logFailure(error, this.timedOut ? "upstream timed out" : "upstream failed");
+    // gatehouse's deadline, or undici's bound on a connection attempt: no answer in time.
+    const timedOut = this.timedOut || failureReason(error) === "timeout";
+    this.logFailure(error, timedOut ? "upstream timed out" : "upstream failed");
     const uploading = !ctx.req.complete;
     this.stopUpload();
-    sendReply(ctx, failureReply(this.timedOut, uploading), services.lifecycle);
+    sendReply(ctx, failureReply(timedOut, uploading), services.lifecycle);
   }
 
   private logFailure(error: Error, message: string): void {

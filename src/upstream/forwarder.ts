@@ -28,10 +28,13 @@ export interface Forwarder {
   retire(): void;
 }
 
-/** The pool identity of an upstream: a reload that keeps it keeps the forwarder. */
+/**
+ * The pool identity of an upstream, every setting its pool is built from (the timeout bounds its
+ * connection attempts): a reload that keeps it keeps the forwarder.
+ */
 export function forwarderKey(upstream: UpstreamSettings): string {
-  const name = upstream.serverName ?? "";
-  return `${upstream.url.href} ${upstream.maxSockets} ${upstream.idleTimeoutMs} ${name}`;
+  const { url, maxSockets, idleTimeoutMs, timeoutMs, serverName } = upstream;
+  return `${url.href} ${maxSockets} ${idleTimeoutMs} ${timeoutMs} ${serverName ?? ""}`;
 }
 
 /** Whether a request's own framing says it has a body to stream (`Content-Length: 0` does not). */

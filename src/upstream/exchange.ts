@@ -27,7 +27,7 @@ const NO_CONTENT_FIELDS_DROPPED: ReadonlySet<string> = new Set([
 ]);
 
 /** Interim responses relayed for one request at most; one more ends the exchange. */
-export const MAX_INTERIM = 10;
+const MAX_INTERIM = 10;
 
 const BAD_GATEWAY_MESSAGE = "the upstream refused or reset the connection";
 const GATEWAY_TIMEOUT_MESSAGE = "the upstream did not answer in time";

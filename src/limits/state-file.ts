@@ -5,7 +5,10 @@
  * Written on graceful shutdown, read at start; each counter and mark keeps its own end, so a long
  * window (a monthly quota) goes on where it was.
  */
-import { readFile, rename, writeFile } from "node:fs/promises";
+import { randomBytes } from "node:crypto";
+import { constants } from "node:fs";
+import { open, readdir, rename, unlink } from "node:fs/promises";
+import { basename, dirname, join } from "node:path";
 import type { Logger } from "pino";
 import { z } from "zod";
 import type { MemoryStore, SavedCounter } from "./memory-store.js";
@@ -57,11 +60,25 @@ export type StateRead =
   | { readonly kind: "missing" }
   | { readonly kind: "invalid"; readonly reason: string };
 
+/**
+ * The text of `path` when it is a regular file. Opened without waiting (a FIFO would otherwise
+ * hold the open until a writer comes) and looked at before anything is read from it.
+ */
+async function regularFileText(path: string): Promise<string> {
+  const handle = await open(path, constants.O_RDONLY | constants.O_NONBLOCK);
+  try {
+    if (!(await handle.stat()).isFile()) throw new Error(`${path} is not a regular file`);
+    return await handle.readFile("utf8");
+  } finally {
+    await handle.close();
+  }
+}
+
 /** Reads the counters saved at `path`; a missing or unreadable file is reported, never thrown. */
 export async function readStateFile(path: string): Promise<StateRead> {
   let text: string;
   try {
-    text = await readFile(path, "utf8");
+    text = await regularFileText(path);
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === "ENOENT") return { kind: "missing" };
     return { kind: "invalid", reason: (error as Error).message };
@@ -77,9 +94,14 @@ export async function readStateFile(path: string): Promise<StateRead> {
   return { kind: "loaded", counters: parsed.data.counters, marks: parsed.data.marks };
 }
 
+// A temporary state file: `<state_file>.<random>.tmp`, beside it.
+const TEMPORARY_SUFFIX = ".tmp";
+
 /**
  * Writes `counters` and `marks` to `path` through a temporary file and a rename, so readers never
- * see half.
+ * see half. The temporary is a new file of gatehouse's own, under a name nobody can guess:
+ * created exclusively (O_EXCL refuses a name that exists, a link planted there included, rather
+ * than write through it), flushed to disk before the rename, removed when the write fails.
  */
 export async function writeStateFile(
   path: string,
@@ -87,11 +109,33 @@ export async function writeStateFile(
   nowMs: number,
   marks: SavedMarks = NO_MARKS,
 ): Promise<void> {
-  const temporary = `${path}.${process.pid}.tmp`;
-  await writeFile(temporary, JSON.stringify({ version: 2, savedAt: nowMs, counters, marks }), {
-    mode: 0o600,
-  });
+  const temporary = `${path}.${randomBytes(8).toString("hex")}${TEMPORARY_SUFFIX}`;
+  const flags = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW;
+  const handle = await open(temporary, flags, 0o600);
+  try {
+    await handle.writeFile(JSON.stringify({ version: 2, savedAt: nowMs, counters, marks }));
+    await handle.sync();
+  } catch (error) {
+    await handle.close();
+    await unlink(temporary).catch(() => undefined);
+    throw error;
+  }
+  await handle.close();
   await rename(temporary, path);
+}
+
+/** Removes the temporaries of `path` that a killed write left behind; their names, at most. */
+async function removeLeftovers(path: string): Promise<string[]> {
+  const prefix = `${basename(path)}.`;
+  let names: string[];
+  try {
+    names = await readdir(dirname(path));
+  } catch {
+    return [];
+  }
+  const left = names.filter((name) => name.startsWith(prefix) && name.endsWith(TEMPORARY_SUFFIX));
+  for (const name of left) await unlink(join(dirname(path), name)).catch(() => undefined);
+  return left;
 }
 
 /**
@@ -105,6 +149,10 @@ export async function restoreState(
   nowMs: number,
   log: Logger,
 ): Promise<void> {
+  const leftovers = await removeLeftovers(path);
+  if (leftovers.length > 0) {
+    log.info({ stateFile: path, removed: leftovers }, "removed temporaries of an unfinished save");
+  }
   const read = await readStateFile(path);
   if (read.kind === "loaded") {
     store.restore(read.counters, nowMs);

@@ -3,10 +3,14 @@
  * key files it reads. Building a snapshot checks them fully; when the schema has already refused
  * the file, they are checked here on the raw data, so that one run reports every kind of problem.
  */
-import { readFileSync } from "node:fs";
-import { readFile } from "node:fs/promises";
 import { resolve } from "node:path";
 import type { BuildProblem } from "./problem.js";
+import {
+  KEY_FILE_CAP,
+  readRegularFile,
+  readRegularFileSync,
+  unreadableReason,
+} from "./regular-file.js";
 import { fileHash, unreadableDigest, type FilesRead } from "./named-files.js";
 
 /** Where relative key files are found, and the variables secrets are read from. */
@@ -38,7 +42,7 @@ export function unreadableFile(
   error: unknown,
   path: readonly PropertyKey[],
 ): BuildProblem {
-  const reason = (error as NodeJS.ErrnoException).code ?? String(error);
+  const reason = unreadableReason(error);
   const message = `cannot read ${JSON.stringify(file)} (${reason})`;
   return reason === "ENOENT" ? { path, message, environment: true } : { path, message };
 }
@@ -79,7 +83,7 @@ export async function readPem(
   const absolute = resolve(baseDir, file);
   let text: string;
   try {
-    text = await readFile(absolute, "utf8");
+    text = await readRegularFile(absolute, KEY_FILE_CAP);
   } catch (error) {
     read.set(absolute, unreadableDigest(error));
     problems.push(unreadableFile(file, error, path));
@@ -116,7 +120,7 @@ function variable(path: PropertyKey[], name: unknown, around: Surroundings): Bui
 function readable(path: PropertyKey[], file: unknown, around: Surroundings): BuildProblem[] {
   if (typeof file !== "string" || file === "") return [];
   try {
-    return emptyFile(file, readFileSync(resolve(around.baseDir, file), "utf8"), path);
+    return emptyFile(file, readRegularFileSync(resolve(around.baseDir, file), KEY_FILE_CAP), path);
   } catch (error) {
     return [unreadableFile(file, error, path)];
   }

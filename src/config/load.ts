@@ -4,7 +4,6 @@
  * file is accepted or refused the same way wherever it is read. Every problem is reported at
  * once, each with its line and column.
  */
-import { readFile } from "node:fs/promises";
 import {
   isAlias,
   isMap,
@@ -18,6 +17,7 @@ import {
 import { z } from "zod";
 import { environmentProblems, type Surroundings } from "./environment.js";
 import { where } from "./key-path.js";
+import { CONFIG_CAP, readRegularFile, unreadableReason } from "./regular-file.js";
 import { FileSchema, type FileConfig } from "./schema.js";
 import type { BuildProblem } from "./problem.js";
 import { configWarnings } from "./warnings.js";
@@ -96,9 +96,9 @@ function readDocument(text: string): Document {
 /** Reads `path` whole; throws ConfigError when it cannot be read. */
 export async function readConfigText(path: string): Promise<string> {
   try {
-    return await readFile(path, "utf8");
+    return await readRegularFile(path, CONFIG_CAP);
   } catch (error) {
-    const reason = (error as NodeJS.ErrnoException).code ?? String(error);
+    const reason = unreadableReason(error);
     const problems = [{ line: 1, col: 1, message: `cannot be read (${reason})` }];
     throw reason === "ENOENT"
       ? new MissingConfigError(path, problems)

@@ -4,7 +4,7 @@
  * replaced under an unchanged config is a change) and what the watch compares the disk with.
  */
 import { createHash } from "node:crypto";
-import { readFile } from "node:fs/promises";
+import { CONFIG_CAP, readRegularFile } from "./regular-file.js";
 
 /** Absolute path -> digest of what the file held, or of why it could not be read. */
 export type FileDigests = ReadonlyMap<string, string>;
@@ -25,7 +25,7 @@ export function unreadableDigest(error: unknown): string {
 /** What `path` holds now, as a reading would record it. */
 export async function digestNow(path: string): Promise<string> {
   try {
-    return fileHash(await readFile(path, "utf8"));
+    return fileHash(await readRegularFile(path, CONFIG_CAP));
   } catch (error) {
     return unreadableDigest(error);
   }

@@ -9,6 +9,7 @@ import { randomBytes } from "node:crypto";
 import { constants } from "node:fs";
 import { open, readdir, rename, unlink } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
+import { readRegularFile } from "../config/regular-file.js";
 import type { Logger } from "pino";
 import { z } from "zod";
 import type { MemoryStore, SavedCounter } from "./memory-store.js";
@@ -60,25 +61,11 @@ export type StateRead =
   | { readonly kind: "missing" }
   | { readonly kind: "invalid"; readonly reason: string };
 
-/**
- * The text of `path` when it is a regular file. Opened without waiting (a FIFO would otherwise
- * hold the open until a writer comes) and looked at before anything is read from it.
- */
-async function regularFileText(path: string): Promise<string> {
-  const handle = await open(path, constants.O_RDONLY | constants.O_NONBLOCK);
-  try {
-    if (!(await handle.stat()).isFile()) throw new Error(`${path} is not a regular file`);
-    return await handle.readFile("utf8");
-  } finally {
-    await handle.close();
-  }
-}
-
 /** Reads the counters saved at `path`; a missing or unreadable file is reported, never thrown. */
 export async function readStateFile(path: string): Promise<StateRead> {
   let text: string;
   try {
-    text = await regularFileText(path);
+    text = await readRegularFile(path);
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === "ENOENT") return { kind: "missing" };
     return { kind: "invalid", reason: (error as Error).message };

@@ -20,6 +20,7 @@ import {
   revokeWithSecret,
 } from "./helpers/assertions.js";
 import { startCli } from "./helpers/cli.js";
+import { eventually } from "./helpers/client.js";
 import { clientsYaml, obtainToken, type TestClient } from "./helpers/tokens.js";
 import { startUpstream } from "./helpers/upstream.js";
 
@@ -98,6 +99,32 @@ t.test("revocations and used assertions survive a restart with state_file", asyn
   t.equal(replayed.json.error, "invalid_client");
   const fresh = await assertion(batch, Date.now(), ISSUER);
   t.equal((await assertionRequest(second.url, fresh)).status, 200, "a new assertion is accepted");
+});
+
+t.test("a revocation reaches the state file before a kill -9 can take it", async (t) => {
+  const path = await configFile("killed.yaml", "limits:\n  state_file: killed.json\n");
+  const first = await startCli(["--config", path]);
+  const revoked = await obtainToken(first.url, APP);
+  t.equal((await revokeWithSecret(first.url, APP, revoked)).status, 200);
+  const used = await assertion(batch, Date.now(), ISSUER);
+  t.equal((await assertionRequest(first.url, used)).status, 200);
+  // Saved soon after, without a shutdown: read until both marks are there.
+  const saved = async () => {
+    try {
+      const text = await readFile(join(dir, "killed.json"), "utf8");
+      const { marks } = JSON.parse(text) as { marks: { revoked: unknown[]; used: unknown[] } };
+      return marks.revoked.length === 1 && marks.used.length === 1;
+    } catch {
+      return false;
+    }
+  };
+  t.ok(await eventually(saved), "both marks are in the file while the process runs");
+  await first.stop("SIGKILL");
+
+  const second = await startCli(["--config", path]);
+  t.teardown(() => second.stop("SIGTERM"));
+  t.equal(await bearer(second.url, revoked), 401, "the revoked token is still refused");
+  t.equal((await assertionRequest(second.url, used)).status, 401, "the used assertion too");
 });
 
 t.test("a state file written before marks were saved still loads", async (t) => {

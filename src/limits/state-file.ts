@@ -33,6 +33,8 @@ export interface MarksState {
   save(nowMs: number): SavedMarks;
   /** Puts saved marks back; those that ended by `nowMs` are left out. */
   restore(saved: SavedMarks, nowMs: number): void;
+  /** Calls `added` after each mark is added (one listener; a later call replaces it). */
+  watch(added: () => void): void;
 }
 
 const MarkSchema = z.object({ client: z.string(), id: z.string(), endsAt: z.number() });

@@ -11,6 +11,7 @@ import { createMemoryStore } from "./memory-store.js";
 import type { LimitsSettings, StoreSettings } from "./plans.js";
 import type { RedisStores, RedisStoresServices } from "./redis-stores.js";
 import { restoreState, saveState, type MarksState } from "./state-file.js";
+import type { Clock, Timer } from "../clock.js";
 
 /** The registry of limiter stores. */
 export interface LimiterStores {
@@ -37,8 +38,11 @@ export async function openLimiterStores(
   const { log, now, clock } = services;
   const memoryStore = createMemoryStore({ now, clock });
   const { stateFile } = first;
+  let saves: StateSaves | undefined;
   if (stateFile !== undefined) {
     await restoreState(memoryStore, marks, stateFile, now(), log);
+    saves = stateSaves(() => saveState(memoryStore, marks, stateFile, now(), log), clock);
+    marks.watch(saves.soon);
   } else if (first.store.kind === "memory") {
     // Redis keeps the marks for every replica; the memory store only in this process.
     log.info(
@@ -61,9 +65,58 @@ export async function openLimiterStores(
     },
     release,
     async close(stateFile) {
+      await saves?.stop();
       if (stateFile !== undefined) await saveState(memoryStore, marks, stateFile, now(), log);
       await release(undefined);
       memoryStore.close();
+    },
+  };
+}
+
+/** Saves of the state file between start and shutdown. */
+interface StateSaves {
+  /** A mark was added: the file is saved within SAVE_AFTER_MS. */
+  soon(): void;
+  /** No save starts from now on; resolves once a save under way has finished. */
+  stop(): Promise<void>;
+}
+
+/**
+ * How soon a revocation or a used assertion id reaches the state file: a process killed after
+ * that (kill -9, a node lost) still refuses the token, or the assertion, when it starts again.
+ * Marks added meanwhile share the save.
+ */
+const SAVE_AFTER_MS = 500;
+
+function stateSaves(save: () => Promise<void>, clock: Clock): StateSaves {
+  let timer: Timer | undefined;
+  // Marks were added since the last save began.
+  let dirty = false;
+  let saving = false;
+  let stopped = false;
+  let last: Promise<void> = Promise.resolve();
+  // One save at a time; marks added during a save are saved by another right after it.
+  const run = async (): Promise<void> => {
+    timer = undefined;
+    saving = true;
+    while (dirty && !stopped) {
+      dirty = false;
+      await save();
+    }
+    saving = false;
+  };
+  return {
+    soon() {
+      dirty = true;
+      if (stopped || saving || timer !== undefined) return;
+      timer = clock.after(SAVE_AFTER_MS, () => {
+        last = run();
+      });
+    },
+    async stop() {
+      stopped = true;
+      timer?.cancel();
+      await last;
     },
   };
 }

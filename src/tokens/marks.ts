@@ -49,7 +49,12 @@ export interface HeldPerClient {
   close(): void;
 }
 
-function createHeldPerClient(now: () => number, clock: Clock, most: number): HeldPerClient {
+function createHeldPerClient(
+  now: () => number,
+  clock: Clock,
+  most: number,
+  added: () => void,
+): HeldPerClient {
   const perClient = new Map<string, number>();
   // Keyed "client id": client ids hold no space.
   const ids = createEndingSet(now, clock, (key) => {
@@ -70,6 +75,7 @@ function createHeldPerClient(now: () => number, clock: Clock, most: number): Hel
         if (full()) return false;
       }
       if (ids.add(key, untilMs, nowMs)) perClient.set(clientId, (perClient.get(clientId) ?? 0) + 1);
+      added();
       return true;
     },
     save(nowMs) {
@@ -100,8 +106,10 @@ export function createLocalMarks(
   clock: Clock,
   most = { assertions: MAX_ASSERTIONS_PER_CLIENT, revocations: MAX_REVOCATIONS_PER_CLIENT },
 ): LocalMarks {
-  const used = createHeldPerClient(now, clock, most.assertions);
-  const revoked = createHeldPerClient(now, clock, most.revocations);
+  let listener = (): void => undefined;
+  const added = (): void => listener();
+  const used = createHeldPerClient(now, clock, most.assertions, added);
+  const revoked = createHeldPerClient(now, clock, most.revocations, added);
   const restore = (held: HeldPerClient, saved: readonly SavedMark[], nowMs: number): void => {
     for (const { client, id, endsAt } of saved) {
       if (endsAt > nowMs) held.add(client, id, endsAt, nowMs);
@@ -114,6 +122,9 @@ export function createLocalMarks(
     restore(saved, nowMs) {
       restore(used, saved.used, nowMs);
       restore(revoked, saved.revoked, nowMs);
+    },
+    watch(onAdded) {
+      listener = onAdded;
     },
     close() {
       used.close();

@@ -26,12 +26,18 @@ const BILLING: ProviderClient = {
 const PARTNER: ProviderClient = { id: "partner-x", secret: "partner-secret", scope: "items:read" };
 const READER: ProviderClient = { id: "billing", secret: "reader-secret", scope: "items:read" };
 const OWN_PARTNER = { id: "partner-x", secret: "own-partner-x-secret-long-enough" };
+// A client of the provider's that the file does not list, with an id no own client has.
+const STRANGER: ProviderClient = {
+  id: "partner-y",
+  secret: "stranger-secret",
+  scope: "items:read",
+};
 
 const upstream = await startUpstream();
 t.teardown(() => upstream.close());
 const provider = await startProvider({
   resource: RESOURCE,
-  clients: [BILLING, PARTNER],
+  clients: [BILLING, PARTNER, STRANGER],
   scopes: ["items:read", "items:write"],
   oidcOnly: true,
 });
@@ -119,27 +125,37 @@ t.test("a listed client's token: accepted, identity and issuer sent, scopes capp
   t.equal(line?.issuer, "corp", "the access log names the issuer");
 });
 
-t.test(
-  "an unlisted client counts under the issuer's plan, apart from an own client of its id",
-  async (t) => {
-    const token = await provider.token(PARTNER);
-    const statuses = [];
-    for (let i = 0; i < 3; i++)
-      statuses.push((await send(`${g.url}/v1/items`, bearer(token))).status);
-    t.strictSame(statuses, [200, 200, 429]);
-    const ownToken = await obtainToken(g.url, OWN_PARTNER);
-    const before = upstream.received.length;
-    const ownAnswer = await send(`${g.url}/v1/items`, bearer(ownToken));
-    t.equal(ownAnswer.status, 200, "the own partner-x has counters of its own");
-    t.equal(upstream.received[before]?.headers["x-client-issuer"], "own");
-    const admin = await send(`${g.adminUrl}/limits/clients/corp:partner-x`);
-    t.equal(admin.status, 200);
-    const view = json(admin) as { plan: string; limits: Array<{ remaining: number }> };
-    t.equal(view.plan, "partner");
-    t.equal(view.limits[0]?.remaining, 0);
-    t.equal((await send(`${g.adminUrl}/limits/clients/other:partner-x`)).status, 404);
-  },
-);
+t.test("an unlisted client counts under the issuer's plan", async (t) => {
+  const token = await provider.token(STRANGER);
+  const statuses = [];
+  for (let i = 0; i < 3; i++)
+    statuses.push((await send(`${g.url}/v1/items`, bearer(token))).status);
+  t.strictSame(statuses, [200, 200, 429]);
+  const admin = await send(`${g.adminUrl}/limits/clients/corp:partner-y`);
+  t.equal(admin.status, 200);
+  const view = json(admin) as { plan: string; limits: Array<{ remaining: number }> };
+  t.equal(view.plan, "partner");
+  t.equal(view.limits[0]?.remaining, 0);
+  t.equal((await send(`${g.adminUrl}/limits/clients/other:partner-y`)).status, 404);
+});
+
+t.test("an unlisted client with the id of an own client is refused", async (t) => {
+  // The upstream reads X-Client-Id alone: it would take the provider's partner-x for the own one.
+  const before = upstream.received.length;
+  const answer = await send(`${g.url}/v1/items`, bearer(await provider.token(PARTNER)));
+  t.equal(answer.status, 401);
+  t.match(json(answer), { error: "invalid_token", message: /id of one of gatehouse's own/ });
+  t.match(
+    String(answer.headers["www-authenticate"]),
+    /error_description="the client id is taken by another client"/,
+  );
+  t.equal(upstream.received.length, before, "nothing forwarded");
+  const reason = { reason: "bearer_client_id_collision" };
+  t.equal(await metric(g, "gatehouse_auth_failures_total", reason), 1, "counted by its reason");
+  const ownAnswer = await send(`${g.url}/v1/items`, bearer(await obtainToken(g.url, OWN_PARTNER)));
+  t.equal(ownAnswer.status, 200, "the own partner-x is served");
+  t.equal(upstream.received.at(-1)?.headers["x-client-issuer"], "own");
+});
 
 t.test("a key rotation is picked up on the token naming the new kid", async (t) => {
   const jwks = jwksHits();

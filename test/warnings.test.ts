@@ -8,6 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import t from "tap";
 import { generateKeyPem } from "../src/tokens/keys.js";
+import { hashSecret } from "../src/tokens/secrets.js";
 import { startCli } from "./helpers/cli.js";
 import { eventually } from "./helpers/client.js";
 import { startTestRedis } from "./helpers/redis.js";
@@ -58,6 +59,35 @@ t.test("check warns at limits.store when Redis replicas share no key, and exits 
   t.equal(lines.length, 1);
   t.match(lines[0], `${path}:9:10 warning: limits.store: is redis but tokens.signing has neither`);
   t.match(lines[0], FLEET_WARNING);
+});
+
+t.test("check warns at a provider's client listed with an own client's id", async (t) => {
+  const path = await written(
+    "shared-id.yaml",
+    `listen: 127.0.0.1:0
+admin_listen: 127.0.0.1:0
+upstream:
+  url: ${upstream.url}
+tokens:
+  trusted_issuers:
+    - name: corp
+      issuer: https://login.example.com/realms/corp
+      jwks_uri: https://login.example.com/realms/corp/certs
+clients:
+  - id: billing
+    secret_hash: "${await hashSecret("a-secret-of-its-own-long-enough-to-pass")}"
+  - id: billing
+    issuer: corp
+  - id: reports
+    issuer: corp
+`,
+  );
+  const result = check(path);
+  t.equal(result.status, 0, "accepted, as the file says");
+  t.equal(
+    result.stderr,
+    `${path}:13:9 warning: clients[1].id: is also the id of one of gatehouse's own clients: the upstream gets X-Client-Id billing for both, told apart only by X-Client-Issuer\n`,
+  );
 });
 
 t.test("no warning with a shared key, or with the memory store", async (t) => {

@@ -60,6 +60,12 @@ function refusals(challenge: BearerChallenge) {
       "the bearer token is bound to a key (cnf); sender-constrained tokens are not supported",
       "sender-constrained tokens are not supported",
     ),
+    // A provider's client that is not listed, whose id is one of gatehouse's own clients' ids:
+    // the upstream, reading X-Client-Id, could not tell the two apart.
+    clientIdCollision: invalidToken(
+      "the bearer token's client id is the id of one of gatehouse's own clients, and its issuer does not list it",
+      "the client id is taken by another client",
+    ),
   };
 }
 
@@ -159,7 +165,7 @@ function bearerToken(ctx: RequestContext): string | Reply | typeof NO_CREDENTIAL
 // Refusals that never count against the address, the client did nothing wrong: an expired token
 // was signed by its issuer (the client is renewing, not forging); an unknown `kid` is what every
 // good token has after a provider rotates its keys, or gatehouse restarts with a generated key; a
-// provider's client that is not listed holds a genuine token.
+// provider's client that is not listed, or whose id is taken, holds a genuine token.
 function uncounted(
   error: TokenRejected | KeysUnavailable,
   answers: Refusals,
@@ -168,6 +174,9 @@ function uncounted(
   if (error.reason === "expired") return ["bearer_expired", answers.expired];
   if (error.reason === "unknown_kid") return ["bearer_unknown_kid", answers.invalid];
   if (error.reason === "unknown_client") return ["bearer_client_removed", answers.clientGone];
+  if (error.reason === "client_id_collision") {
+    return ["bearer_client_id_collision", answers.clientIdCollision];
+  }
   return undefined;
 }
 

@@ -153,6 +153,14 @@ export async function verifyProviderToken(
   if (listed === undefined && issuer.plan === undefined) {
     throw new TokenRejected("unknown_client", "the issuer's client is not listed");
   }
+  // The upstream reads X-Client-Id alone: an unlisted provider client with the id of one of
+  // gatehouse's own would reach it as that client. Listing it under the issuer says it is meant.
+  if (listed === undefined && issuer.ownClientIds.has(clientId)) {
+    throw new TokenRejected(
+      "client_id_collision",
+      "the token's client id is one of gatehouse's own clients'; list it under its issuer to accept it",
+    );
+  }
   const text = scopeText(payload);
   return {
     clientId,

@@ -117,6 +117,8 @@ export interface TrustedIssuer {
   readonly plan: string | undefined;
   /** The clients listed with `issuer: <name>`, by id. */
   readonly clients: ReadonlyMap<string, ProviderClient>;
+  /** The ids of gatehouse's own clients, which an unlisted client of this issuer may not take. */
+  readonly ownClientIds: ReadonlySet<string>;
 }
 
 /** `tokens.failure_limit`: failed authentications allowed per window. */
@@ -254,6 +256,9 @@ async function clientRegistry(
 }
 
 function trustedIssuers(file: FileConfig): TrustedIssuer[] {
+  const ownClientIds = new Set(
+    file.clients.filter((client) => client.issuer === undefined).map((client) => client.id),
+  );
   return file.tokens.trusted_issuers.map((entry) => ({
     name: entry.name,
     issuer: entry.issuer,
@@ -270,6 +275,7 @@ function trustedIssuers(file: FileConfig): TrustedIssuer[] {
           { scopeCap: client.scopes.length === 0 ? undefined : new Set(client.scopes) },
         ]),
     ),
+    ownClientIds,
   }));
 }
 

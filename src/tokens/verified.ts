@@ -11,7 +11,8 @@ export class TokenRejected extends Error {
       | "claims"
       | "invalid"
       | "sender_constrained"
-      | "unknown_client",
+      | "unknown_client"
+      | "client_id_collision",
     message: string,
   ) {
     super(message);

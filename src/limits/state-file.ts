@@ -2,8 +2,8 @@
  * The memory store's counters on disk, so a rolling restart does not hand every client a fresh
  * quota, with the process's marks (revoked token ids, used assertion ids), so a restart does not
  * make a revoked token valid again or a used assertion usable twice (RFC 7009 §2, RFC 7523 §3).
- * Written on graceful shutdown, read at start; each counter and mark keeps its own end, so a long
- * window (a monthly quota) goes on where it was.
+ * Written on graceful shutdown and soon after each new mark (stores.ts), read at start; each
+ * counter and mark keeps its own end, so a long window (a monthly quota) goes on where it was.
  */
 import { randomBytes } from "node:crypto";
 import { constants } from "node:fs";

@@ -10,6 +10,8 @@ import { execFileSync } from "node:child_process";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import t from "tap";
+import { readPem } from "../src/config/environment.js";
+import { digestNow } from "../src/config/named-files.js";
 import { send } from "./helpers/client.js";
 import { configFor, startTestGatehouse } from "./helpers/gatehouse.js";
 import { sampleValue, scrape } from "./helpers/metrics.js";
@@ -105,4 +107,14 @@ t.test("a FIFO put at jwks_file is a refused reload; gatehouse goes on serving",
   t.match(line?.problems, [/jwks_file: cannot read .*\(a FIFO, not a regular file\)/]);
   t.equal((await send(`${gh.url}/healthz`)).status, 200, "the process answers");
   t.equal(await request(), 200, "the keys in force keep working");
+});
+
+t.test("what a refused file records is what the watch compares it with", async (t) => {
+  // Otherwise the watch would see a change that is none, and reload again after every reload.
+  for (const kind of ["FIFO", "folder", "large"]) {
+    const file = await unfit(`digest-${kind}.jwks.json`, kind);
+    const context = { baseDir: dir, problems: [], read: new Map<string, string>() };
+    t.equal(await readPem(context, file, ["jwks_file"]), undefined, `${kind}: refused`);
+    t.equal(context.read.get(file), await digestNow(file), `${kind}: the same digest`);
+  }
 });

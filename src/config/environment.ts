@@ -11,7 +11,7 @@ import {
   readRegularFileSync,
   unreadableReason,
 } from "./regular-file.js";
-import { fileHash, unreadableDigest, type FilesRead } from "./named-files.js";
+import { digestNow, fileHash, type FilesRead } from "./named-files.js";
 
 /** Where relative key files are found, and the variables secrets are read from. */
 export interface Surroundings {
@@ -85,7 +85,8 @@ export async function readPem(
   try {
     text = await readRegularFile(absolute, KEY_FILE_CAP);
   } catch (error) {
-    read.set(absolute, unreadableDigest(error));
+    // What the watch will compare with: a key file over its cap still has a content to change.
+    read.set(absolute, await digestNow(absolute));
     problems.push(unreadableFile(file, error, path));
     return undefined;
   }

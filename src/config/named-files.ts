@@ -18,7 +18,7 @@ export function fileHash(text: string): string {
 }
 
 /** The digest recorded for a file that could not be read: its return is a change. */
-export function unreadableDigest(error: unknown): string {
+function unreadableDigest(error: unknown): string {
   return `unreadable: ${(error as NodeJS.ErrnoException).code ?? String(error)}`;
 }
 

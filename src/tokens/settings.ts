@@ -255,10 +255,7 @@ async function clientRegistry(
   };
 }
 
-function trustedIssuers(file: FileConfig): TrustedIssuer[] {
-  const ownClientIds = new Set(
-    file.clients.filter((client) => client.issuer === undefined).map((client) => client.id),
-  );
+function trustedIssuers(file: FileConfig, ownClientIds: ReadonlySet<string>): TrustedIssuer[] {
   return file.tokens.trusted_issuers.map((entry) => ({
     name: entry.name,
     issuer: entry.issuer,
@@ -315,7 +312,7 @@ export async function compileTokens(
     ephemeralKey: configured === undefined && ownTokens,
     scopes: tokens.scopes,
     grants: compileGrants(own, tokens.audience),
-    trustedIssuers: trustedIssuers(file),
+    trustedIssuers: trustedIssuers(file, clients.ids),
     ownTokens,
   };
 }

@@ -215,7 +215,7 @@ export class Exchange implements Dispatcher.DispatchHandler {
       // A failure mid-answer cuts the client off: a truncated body is never presented whole.
       this.done = true;
       this.stopUpload();
-      this.logFailure(error, "upstream failed mid-answer");
+      this.logFailure(this.reasonOf(error), error, "upstream failed mid-answer");
       ctx.res.destroy();
       return;
     }
@@ -234,17 +234,21 @@ export class Exchange implements Dispatcher.DispatchHandler {
       return;
     }
     this.done = true;
-    // gatehouse's deadline, or undici's bound on a connection attempt: no answer in time.
-    const timedOut = this.timedOut || failureReason(error) === "timeout";
-    this.logFailure(error, timedOut ? "upstream timed out" : "upstream failed");
+    const reason = this.reasonOf(error);
+    const timedOut = reason === "timeout";
+    this.logFailure(reason, error, timedOut ? "upstream timed out" : "upstream failed");
     const uploading = !ctx.req.complete;
     this.stopUpload();
     sendReply(ctx, failureReply(timedOut, uploading), services.lifecycle);
   }
 
-  private logFailure(error: Error, message: string): void {
+  // gatehouse's deadline, or undici's bound on a connection attempt, is a timeout: a 504.
+  private reasonOf(error: Error): string {
+    return this.timedOut ? "timeout" : failureReason(error);
+  }
+
+  private logFailure(reason: string, error: Error, message: string): void {
     const { services } = this.shared;
-    const reason = this.timedOut ? "timeout" : failureReason(error);
     services.metrics.upstreamFailures.inc({ reason });
     services.log.warn({ requestId: this.ctx.requestId, reason, err: error }, message);
   }

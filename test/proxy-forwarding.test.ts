@@ -232,9 +232,9 @@ t.test("a 404 for an admin API path on the public port says where the admin API 
   for (const path of ["/metrics", "/config", "/version", "/limits/clients/x"]) {
     const res = await send(`${gh.url}${path}`);
     t.equal(res.status, 404, path);
-    t.match(
+    t.equal(
       json(res).message,
-      /the admin API is served on admin_listen \(127\.0\.0\.1:\d+\), not here$/,
+      "no route matches this path; the admin API is served on admin_listen, not on this listener",
       path,
     );
   }

@@ -78,7 +78,7 @@ export function buildStages(config: Snapshot, deps: PipelineDeps): readonly Stag
     // The JWKS and the RFC 8414 and RFC 9728 metadata: public, uncounted, before the allowlist.
     createMetadataStage(config.tokens, metadata),
     // The allowlist: 404 and 405 never reach the limiter.
-    createRouteStage(config.routes, config.file.admin_listen),
+    createRouteStage(config.routes),
     // 401 and 400 for the bearer token (a revoked one too) come after 404/405 and before anything
     // counts.
     createAuthenticateStage(config.tokens, failures, marks, services, deps.keySetFor, challenge),

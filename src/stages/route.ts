@@ -1,28 +1,29 @@
-import { errorReply, type Reply, type Stage } from "../core/context.js";
+import { errorReply, type Stage } from "../core/context.js";
 import type { RouteTable } from "../routes/table.js";
 
 const NOT_FOUND = errorReply(404, "not_found", "no route matches this path");
+// Named by its key, not its address: the public listener tells no stranger where the admin API is.
+const ADMIN_NOT_HERE = errorReply(
+  404,
+  "not_found",
+  "no route matches this path; the admin API is served on admin_listen, not on this listener",
+);
 
 // The admin API's paths, which a newcomer tries on the public port first.
 const ADMIN_PATHS = /^\/(metrics|config|version|limits)(\/|$)/;
 
 /**
  * Looks the canonical path up in the allowlist: 404, 405 with Allow, or the route. A 404 for one
- * of the admin API's paths says where that API is served: `adminListen`, as the file gives it.
+ * of the admin API's paths says that the API is served on `admin_listen`.
  */
-export function createRouteStage(table: RouteTable, adminListen: string): Stage {
-  const adminNotHere: Reply = errorReply(
-    404,
-    "not_found",
-    `no route matches this path; the admin API is served on admin_listen (${adminListen}), not here`,
-  );
+export function createRouteStage(table: RouteTable): Stage {
   return function route(ctx) {
     const match = table.match(ctx.req.method ?? "", ctx.path);
     if (match.kind === "route") {
       ctx.route = match.route;
       return undefined;
     }
-    if (match.kind === "not_found") return ADMIN_PATHS.test(ctx.path) ? adminNotHere : NOT_FOUND;
+    if (match.kind === "not_found") return ADMIN_PATHS.test(ctx.path) ? ADMIN_NOT_HERE : NOT_FOUND;
     return errorReply(405, "method_not_allowed", "this route does not allow this method", {
       allow: match.allow,
     });

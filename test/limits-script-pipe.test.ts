@@ -12,7 +12,7 @@ import { manualClock, type ManualClock } from "./helpers/clock.js";
 import { startTestRedis, type TestRedis } from "./helpers/redis.js";
 import { startAclRedis } from "./helpers/redis-topologies.js";
 import { systemClock, type Clock } from "../src/clock.js";
-import { ReplyError } from "../src/limits/resp.js";
+import { ReplyError, scriptCall } from "../src/limits/resp.js";
 import {
   createScriptPipe,
   PIPE_CONNECTION_NAME,
@@ -106,27 +106,39 @@ t.test("the calls of one turn share a write and get their own answers", async (t
   } as Socket["write"];
   t.teardown(() => void (socket.write = write));
   const answers = await Promise.all(
-    Array.from({ length: 500 }, (_, i) => pipe.call([1, `k{${i}}`, `answer ${i}`])),
+    Array.from({ length: 500 }, (_, i) => pipe.call(scriptCall([1, `k{${i}}`, `answer ${i}`]))),
   );
   t.equal(writes, 1, "500 calls of one turn went out in one write on the pipe's socket");
   t.strictSame(
     answers,
     Array.from({ length: 500 }, (_, i) => [`answer ${i}`, 1]),
   );
-  t.strictSame(await pipe.call([0, "alone"]), ["alone", 0]);
+  t.strictSame(await pipe.call(scriptCall([0, "alone"])), ["alone", 0]);
   t.equal(writes, 2, "a call of a later turn gets a write of its own");
   t.equal(await calls(admin, "evalsha"), 501, "by EVALSHA: the script was loaded on connecting");
   t.equal(await calls(admin, "eval"), 0);
   t.match(await pipeClient(admin), /cmd=evalsha/, "the connection is named in CLIENT LIST");
 });
 
+t.test("calls of one turn in ASCII and beyond it reach Redis byte for byte", async (t) => {
+  const { redis } = await server(t);
+  const pipe = await openPipe(t, target(redis.port));
+  const texts = ["plain", "é 漢字 🚦", "also plain", "k{ü}"];
+  const answers = await Promise.all(texts.map((text) => pipe.call(scriptCall([0, text]))));
+  t.strictSame(
+    answers,
+    texts.map((text) => [text, 0]),
+  );
+  t.strictSame(await pipe.call(scriptCall([0, "ASCII again"])), ["ASCII again", 0]);
+});
+
 t.test("a server that lost the script is sent it whole", async (t) => {
   const { redis, admin } = await server(t);
   const pipe = await openPipe(t, target(redis.port));
   await admin.call("SCRIPT", "FLUSH");
-  t.strictSame(await pipe.call([0, "after a flush"]), ["after a flush", 0]);
+  t.strictSame(await pipe.call(scriptCall([0, "after a flush"])), ["after a flush", 0]);
   t.equal(await calls(admin, "eval"), 1, "once by EVAL");
-  t.strictSame(await pipe.call([0, "then"]), ["then", 0]);
+  t.strictSame(await pipe.call(scriptCall([0, "then"])), ["then", 0]);
   t.equal(await calls(admin, "eval"), 1, "then by EVALSHA again");
 });
 
@@ -134,9 +146,9 @@ t.test("an error reply fails its own call only", async (t) => {
   const { redis } = await server(t);
   const pipe = await openPipe(t, target(redis.port));
   const [before, failed, after] = await Promise.allSettled([
-    pipe.call([0, "before"]),
-    pipe.call([0, "fail"]),
-    pipe.call([0, "after"]),
+    pipe.call(scriptCall([0, "before"])),
+    pipe.call(scriptCall([0, "fail"])),
+    pipe.call(scriptCall([0, "after"])),
   ]);
   t.strictSame(before, { status: "fulfilled", value: ["before", 0] });
   t.equal(failed?.status, "rejected");
@@ -150,9 +162,9 @@ t.test("a call unanswered in time fails; the late answer goes to nobody", async 
   const pipe = await openPipe(t, target(redis.port), clock, 1000);
   redis.pause();
   t.teardown(() => redis.resume());
-  const stalled = pipe.call([0, "stalled"]);
+  const stalled = pipe.call(scriptCall([0, "stalled"]));
   clock.advance(999);
-  const later = pipe.call([0, "later"]);
+  const later = pipe.call(scriptCall([0, "later"]));
   clock.advance(1);
   await t.rejects(stalled, PipeTimeout, "failed at its deadline, on the pipe's clock");
   let laterSettled = false;
@@ -161,7 +173,7 @@ t.test("a call unanswered in time fails; the late answer goes to nobody", async 
   t.notOk(laterSettled, "a call with time left is still waiting");
   redis.resume();
   t.strictSame(await later, ["later", 0], "its own answer, not the stalled call's");
-  t.strictSame(await pipe.call([0, "next"]), ["next", 0]);
+  t.strictSame(await pipe.call(scriptCall([0, "next"])), ["next", 0]);
 });
 
 t.test("a lost connection fails the calls in flight and is made again", async (t) => {
@@ -169,12 +181,12 @@ t.test("a lost connection fails the calls in flight and is made again", async (t
   const clock = manualClock();
   const pipe = await openPipe(t, target(redis.port), clock);
   redis.pause();
-  const inFlight = pipe.call([0, "in flight"]).catch((error: unknown) => error);
+  const inFlight = pipe.call(scriptCall([0, "in flight"])).catch((error: unknown) => error);
   await redis.restart();
   t.type(await inFlight, PipeClosed, "failed, never sent again: it may have run");
   t.notOk(pipe.ready, "not ready while the connection is down");
   t.ok(await advancing(clock, async () => pipe.ready), "ready again after the reconnection delay");
-  t.strictSame(await pipe.call([0, "again"]), ["again", 0]);
+  t.strictSame(await pipe.call(scriptCall([0, "again"])), ["again", 0]);
 });
 
 t.test("a refused password leaves the pipe closed; the right one opens it", async (t) => {
@@ -205,7 +217,7 @@ t.test("a refused password leaves the pipe closed; the right one opens it", asyn
     t,
     target(acl.port, { username: "gatehouse", password: "right-password" }),
   );
-  t.strictSame(await right.call([0, "in"]), ["in", 0]);
+  t.strictSame(await right.call(scriptCall([0, "in"])), ["in", 0]);
 });
 
 t.test("a closed pipe stays closed", async (t) => {

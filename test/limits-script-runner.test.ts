@@ -11,12 +11,23 @@ import { manualClock } from "./helpers/clock.js";
 import { createMetrics } from "../src/metrics.js";
 import { connectRedis, type RedisConnection } from "../src/limits/redis-connection.js";
 import { PIPE_CONNECTION_NAME } from "../src/limits/script-pipe.js";
-import { createScriptRunner } from "../src/limits/script-runner.js";
+import { scriptCall, type Reply } from "../src/limits/resp.js";
+import { createScriptRunner, type ScriptRunner } from "../src/limits/script-runner.js";
 
 // How long a test waits for what must happen; nothing asserts that it happened sooner.
 const WAIT_MS = 30_000;
 
 const ECHO = "return ARGV[1]";
+
+// The reply to a call with the arguments `list`, or the reason there is none.
+const run = (runner: ScriptRunner, list: Array<string | number>): Promise<Reply> =>
+  runner.run(
+    scriptCall(list),
+    (reply) => reply,
+    (error) => {
+      throw error;
+    },
+  );
 
 async function connected(t: Test): Promise<{ redis: TestRedis; connection: RedisConnection }> {
   const redis = await startTestRedis();
@@ -51,7 +62,7 @@ t.test("a closed runner's pipe stays closed when ioredis reconnects", async (t) 
   const retired = createScriptRunner(connection, ECHO, 10_000, systemClock);
   t.ok(
     await eventually(async () => {
-      t.equal(await retired.run([0, "first"]), "first");
+      t.equal(await run(retired, [0, "first"]), "first");
       return scriptPipes(String(await server.call("CLIENT", "LIST"))).length === 1;
     }, WAIT_MS),
     "its calls go through its pipe",
@@ -67,7 +78,7 @@ t.test("a closed runner's pipe stays closed when ioredis reconnects", async (t) 
   connection.client.disconnect(true);
   t.ok(
     await eventually(async () => {
-      t.equal(await current.run([0, "again"]).catch(() => "again"), "again");
+      t.equal(await run(current, [0, "again"]).catch(() => "again"), "again");
       const list = String(await server.call("CLIENT", "LIST"));
       return scriptPipes(list).some((line) => !line.startsWith(`id=${before} `));
     }, WAIT_MS),
@@ -80,7 +91,7 @@ t.test("a call while Redis is found stalled fails at once and is never sent", as
   const { redis, connection } = await connected(t);
   const runner = createScriptRunner(connection, ECHO, 60_000, systemClock);
   t.teardown(() => runner.close());
-  t.equal(await runner.run([0, "before"]), "before");
+  t.equal(await run(runner, [0, "before"]), "before");
   const server = admin(t, redis);
   const calls = async () =>
     Number(/cmdstat_evalsha:calls=(\d+)/.exec(await server.info("commandstats"))?.[1] ?? 0) +
@@ -89,7 +100,7 @@ t.test("a call while Redis is found stalled fails at once and is never sent", as
   redis.pause();
   t.teardown(() => redis.resume());
   t.ok(await eventually(async () => !connection.healthy(), WAIT_MS), "the health check sees it");
-  await t.rejects(runner.run([0, "during"]), /health check/, "failed without waiting");
+  await t.rejects(run(runner, [0, "during"]), /health check/, "failed without waiting");
   redis.resume();
   t.ok(await eventually(async () => connection.healthy(), WAIT_MS), "answering again");
   t.equal(await calls(), sent, "the call made during the stall never reached Redis");
@@ -113,20 +124,20 @@ t.test("after a call times out, calls fail at once until Redis answers a PING", 
   const runner = createScriptRunner(connection, ECHO, 1000, clock);
   t.teardown(() => runner.close());
   t.ok(
-    await eventually(async () => (await runner.run([0, "before"])) === "before", WAIT_MS),
+    await eventually(async () => (await run(runner, [0, "before"])) === "before", WAIT_MS),
     "calls are answered",
   );
 
   redis.pause();
   t.teardown(() => redis.resume());
-  const first = runner.run([0, "first"]);
+  const first = run(runner, [0, "first"]);
   clock.advance(1000);
   // Through the pipe (its timeout, on the manual clock) or, while the pipe is not ready yet,
   // through ioredis (its commandTimeout): either is a timeout.
   await t.rejects(first, /no answer from Redis within|Command timed out/, "the first times out");
   t.ok(connection.healthy(), "the health check has not seen the stall: still ready");
   t.notOk(connection.callable(), "but no call is sent");
-  await t.rejects(runner.run([0, "second"]), /a call timed out/, "the next fails at once");
+  await t.rejects(run(runner, [0, "second"]), /a call timed out/, "the next fails at once");
   await t.rejects(
     connection.watched(Promise.reject(new Error("another fault"))),
     /another fault/,
@@ -142,5 +153,5 @@ t.test("after a call times out, calls fail at once until Redis answers a PING", 
     }, WAIT_MS),
     "a PING answered: callable",
   );
-  t.equal(await runner.run([0, "after"]), "after");
+  t.equal(await run(runner, [0, "after"]), "after");
 });

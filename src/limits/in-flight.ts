@@ -4,12 +4,12 @@
  * the oldest, not one per call) but keeps its place, so the replies that come after still match.
  */
 import type { Clock, Timer } from "../clock.js";
-import type { Reply } from "./resp.js";
+import type { Reply, ScriptCall } from "./resp.js";
 
 /** A call waiting for its reply. */
 export interface Call {
-  /** What was sent after the command's name, kept to send the call again in another form. */
-  readonly args: ReadonlyArray<string | number>;
+  /** What was sent after the script, kept to send the call again in another form. */
+  readonly script: ScriptCall;
   readonly deadline: number;
   /** Cleared once the call has its outcome. */
   resolve: ((reply: Reply) => void) | undefined;

@@ -33,6 +33,8 @@ export interface RedisConnection {
   callable(): boolean;
   /** Passes on `call`'s outcome, noting a timeout, which stops calls until Redis answers again. */
   watched<T>(call: Promise<T>): Promise<T>;
+  /** Notes why a call failed, as `watched` does. */
+  failed(error: unknown): void;
   /** The `on_outage` of the config in force, which the outage line names; a reload may change it. */
   outagePolicy(policy: RedisSettings["onOutage"]): void;
   /** Stops the health checks and closes the connection; nothing is reported after. */
@@ -184,21 +186,25 @@ function onLoss(client: Redis | Cluster, lost: (error: Error) => void): void {
  */
 function timeoutGate(askNow: () => void) {
   let timedOut = false;
-  return {
+  const gate = {
     open: (): boolean => !timedOut,
     answered(): void {
       timedOut = false;
     },
+    failed(error: unknown): void {
+      if (isTimeout(error)) {
+        timedOut = true;
+        askNow();
+      }
+    },
     watched<T>(call: Promise<T>): Promise<T> {
       return call.catch((error: unknown) => {
-        if (isTimeout(error)) {
-          timedOut = true;
-          askNow();
-        }
+        gate.failed(error);
         throw error;
       });
     },
   };
+  return gate;
 }
 
 /**
@@ -276,6 +282,7 @@ export function connectRedis(settings: RedisSettings, services: RedisServices): 
     healthy,
     callable: () => gate.open() && healthy(),
     watched: gate.watched,
+    failed: gate.failed,
     outagePolicy(policy) {
       onOutage = policy;
     },

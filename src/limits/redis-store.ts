@@ -22,8 +22,8 @@ import { createLocalBlocks } from "./local-blocks.js";
 import { createMemoryStore, type MemoryStore } from "./memory-store.js";
 import type { RedisSettings } from "./plans.js";
 import { notCallable, type RedisConnection } from "./redis-connection.js";
-import type { Reply } from "./resp.js";
-import { createScriptRunner } from "./script-runner.js";
+import { bulk, isAscii, type Reply, type ScriptCall } from "./resp.js";
+import { createScriptRunner, type ScriptRunner } from "./script-runner.js";
 
 /**
  * KEYS: the counters. ARGV: cost, force (1/0), then each counter's limit, then each one's
@@ -115,14 +115,7 @@ function sharedMarks(connection: RedisConnection, prefix: string, metrics: Metri
   };
 }
 
-/** Runs one batch in Redis. */
-type Batch = (
-  subject: string,
-  slots: readonly Slot[],
-  cost: number,
-  force: boolean,
-  nowMs: number,
-) => Promise<Counted>;
+const noop = (): void => undefined;
 
 /** A Redis store; `close` stops its fallback's background sweep and its reset subscription. */
 export type RedisStore = CounterStore & { close(): void };
@@ -132,21 +125,86 @@ export function redisKey(prefix: string, subject: string, slot: Slot): string {
   return `${prefix}{${subject}}:${slot.name}`;
 }
 
-/** The script's arguments for one batch: the number of keys, the keys, then ARGV. */
-function scriptArgs(
-  prefix: string,
-  subject: string,
-  slots: readonly Slot[],
-  cost: number,
-  force: boolean,
-  nowMs: number,
-): Array<string | number> {
+/** One batch: `cost` points for `subject` on each of `slots` at `nowMs`, or none. */
+export interface Batch {
+  readonly subject: string;
+  readonly slots: readonly Slot[];
+  readonly cost: number;
+  /** Added even where a counter has no room. */
+  readonly force: boolean;
+  readonly nowMs: number;
+}
+
+/** The script's arguments for `batch`: the number of keys, the keys, then ARGV. */
+export function scriptArgs(prefix: string, batch: Batch): Array<string | number> {
+  const { subject, slots, cost, force, nowMs } = batch;
   const args: Array<string | number> = [slots.length];
   for (const slot of slots) args.push(redisKey(prefix, subject, slot));
   args.push(cost, force ? 1 : 0);
   for (const slot of slots) args.push(slot.limit);
-  for (const slot of slots) args.push(Math.max(1, slotEnd(slot, nowMs) - nowMs));
+  for (const slot of slots) args.push(lifetime(slot, nowMs));
   return args;
+}
+
+// How long a counter created at `nowMs` lives, in ms.
+function lifetime(slot: Slot, nowMs: number): number {
+  return Math.max(1, slotEnd(slot, nowMs) - nowMs);
+}
+
+/** A subject's keys for one set of counters, encoded. */
+interface EncodedKeys {
+  readonly first: string;
+  /** The number of keys and the keys. */
+  readonly keys: string;
+  /** The counters' limits. */
+  readonly limits: string;
+  readonly ascii: boolean;
+}
+
+/** Subjects whose encoded keys are kept per set of counters; beyond, the set starts again. */
+export const KEPT_SUBJECTS = 10_000;
+
+/**
+ * The script's arguments for batches as a pipe writes them. A request's batch differs from the
+ * last one of its client only in the counters' lifetimes, so the rest (the keys and the limits)
+ * is encoded once per subject and set of counters and kept: most of a call's encoding is then
+ * one lookup.
+ */
+export function createBatchEncoder(prefix: string) {
+  const bySlots = new WeakMap<
+    readonly Slot[],
+    { readonly limits: string; readonly subjects: Map<string, EncodedKeys> }
+  >();
+  const keysOf = (subject: string, slots: readonly Slot[]): EncodedKeys => {
+    let kept = bySlots.get(slots);
+    if (kept === undefined) {
+      kept = { limits: slots.map((slot) => bulk(slot.limit)).join(""), subjects: new Map() };
+      bySlots.set(slots, kept);
+    }
+    let keys = kept.subjects.get(subject);
+    if (keys === undefined) {
+      const names = slots.map((slot) => redisKey(prefix, subject, slot));
+      const text = bulk(slots.length) + names.map(bulk).join("");
+      const { limits } = kept;
+      keys = { first: names[0] ?? "", keys: text, limits, ascii: isAscii(text) };
+      if (kept.subjects.size >= KEPT_SUBJECTS) kept.subjects.clear();
+      kept.subjects.set(subject, keys);
+    }
+    return keys;
+  };
+  return (batch: Batch): ScriptCall => {
+    const { subject, slots, cost, force, nowMs } = batch;
+    const keys = keysOf(subject, slots);
+    let encoded = keys.keys + bulk(cost) + (force ? "$1\r\n1\r\n" : "$1\r\n0\r\n") + keys.limits;
+    for (const slot of slots) encoded += bulk(lifetime(slot, nowMs));
+    return {
+      count: 3 + 3 * slots.length,
+      encoded,
+      ascii: keys.ascii,
+      key: keys.first,
+      args: () => scriptArgs(prefix, batch),
+    };
+  };
 }
 
 /** The batch's result from the script's answer, counted at `nowMs`. */
@@ -163,6 +221,32 @@ function countedFrom(answer: Reply, slots: readonly Slot[], nowMs: number): Coun
     endsAt.push(ttl >= 0 ? nowMs + ttl : slotEnd(slots[i] as Slot, nowMs));
   }
   return { added: reply[0] === 1, counts, endsAt, where: "store" };
+}
+
+/**
+ * Runs one batch in Redis through `script`: `counted` gets what the batch found, `failed` why it
+ * found nothing (an answer the script cannot give included), each in the turn the answer came.
+ */
+function batchRunner(script: ScriptRunner, prefix: string) {
+  const encode = createBatchEncoder(prefix);
+  return <T>(
+    batch: Batch,
+    counted: (found: Counted) => T,
+    failed: (error: unknown) => T,
+  ): Promise<T> =>
+    script.run(
+      encode(batch),
+      (reply) => {
+        let found: Counted;
+        try {
+          found = countedFrom(reply, batch.slots, batch.nowMs);
+        } catch (error) {
+          return failed(error);
+        }
+        return counted(found);
+      },
+      failed,
+    );
 }
 
 /**
@@ -208,10 +292,7 @@ export function createRedisStore(
   const resetChannel = `${settings.keyPrefix}resets`;
   const resets = subscribe(connection.client, resetChannel, (subject) => blocks.forget(subject));
 
-  const run: Batch = (subject, slots, cost, force, nowMs) =>
-    script
-      .run(scriptArgs(settings.keyPrefix, subject, slots, cost, force, nowMs))
-      .then((reply) => countedFrom(reply, slots, nowMs));
+  const run = batchRunner(script, settings.keyPrefix);
   // Redis did not answer: the fallback counts under `local`; otherwise the limits stage decides.
   const orFallback = (error: unknown, counting: (store: MemoryStore) => Counted): Counted => {
     if (fallback === undefined) throw error;
@@ -231,19 +312,21 @@ export function createRedisStore(
         }
       }
       metrics.limiterRoundTrips.inc();
-      return run(subject, slots, cost, force, nowMs).then(
+      return run(
+        { subject, slots, cost, force, nowMs },
         (counted) => {
           if (!counted.added) blocks.record(subject, slots, cost, counted);
           return counted;
         },
-        (error: unknown) =>
-          orFallback(error, (store) => store.commit(subject, slots, cost, force, nowMs)),
+        (error) => orFallback(error, (store) => store.commit(subject, slots, cost, force, nowMs)),
       );
     },
     read(subject, slots, nowMs, forRequest = true) {
       if (forRequest) metrics.limiterRoundTrips.inc();
-      return run(subject, slots, 0, false, nowMs).catch((error: unknown) =>
-        orFallback(error, (store) => store.read(subject, slots, nowMs)),
+      return run(
+        { subject, slots, cost: 0, force: false, nowMs },
+        (counted) => counted,
+        (error) => orFallback(error, (store) => store.read(subject, slots, nowMs)),
       );
     },
     async takeBack(subject, slots, points, where, nowMs) {
@@ -253,7 +336,8 @@ export function createRedisStore(
       }
       // Counted in Redis, so taken back in Redis or not at all: never credited to the fallback.
       metrics.limiterRoundTrips.inc();
-      await run(subject, slots, -points, true, nowMs).catch(() => undefined);
+      const batch = { subject, slots, cost: -points, force: true, nowMs };
+      await run(batch, noop, noop);
     },
     async reset(subject, slots) {
       blocks.forget(subject);

@@ -12,18 +12,61 @@ export class ReplyError extends Error {
 /** One reply: an integer, a simple or bulk string, a null, an error, or an array of replies. */
 export type Reply = number | string | null | ReplyError | Reply[];
 
+/** One argument as a RESP bulk string: its length in bytes, then itself. */
+export function bulk(part: string | number): string {
+  // A number's decimal digits are ASCII: a character per byte.
+  if (typeof part === "number") {
+    const digits = String(part);
+    return `$${digits.length}\r\n${digits}\r\n`;
+  }
+  return `$${Buffer.byteLength(part)}\r\n${part}\r\n`;
+}
+
 /** The bytes of the command `head` followed by `tail`, as a string to write in UTF-8. */
 export function encodeCommand(
   head: readonly string[],
   tail: ReadonlyArray<string | number> = [],
 ): string {
   let out = `*${head.length + tail.length}\r\n`;
-  for (const part of head) out += `$${Buffer.byteLength(part)}\r\n${part}\r\n`;
-  for (const part of tail) {
-    const text = typeof part === "string" ? part : String(part);
-    out += `$${Buffer.byteLength(text)}\r\n${text}\r\n`;
-  }
+  for (const part of head) out += bulk(part);
+  for (const part of tail) out += bulk(part);
   return out;
+}
+
+/** Whether `text` is ASCII, so that it can be written a byte per character. */
+export function isAscii(text: string): boolean {
+  // UTF-8 writes every character beyond ASCII in more than one byte.
+  return Buffer.byteLength(text) === text.length;
+}
+
+/**
+ * A script call's arguments (the number of keys, the keys, then ARGV), encoded for the wire by
+ * whoever makes the call, who may keep the parts that repeat from call to call.
+ */
+export interface ScriptCall {
+  /** How many arguments there are. */
+  readonly count: number;
+  /** The arguments as RESP bulk strings, one after another. */
+  readonly encoded: string;
+  /** Whether `encoded` is ASCII. */
+  readonly ascii: boolean;
+  /** The first key: a Cluster runs the call where it lives. */
+  readonly key: string;
+  /** The arguments themselves, for a client that encodes its own. */
+  args(): ReadonlyArray<string | number>;
+}
+
+/** The call with the arguments `list`: the number of keys, the keys, then ARGV. */
+export function scriptCall(list: ReadonlyArray<string | number>): ScriptCall {
+  let encoded = "";
+  for (const part of list) encoded += bulk(part);
+  return {
+    count: list.length,
+    encoded,
+    ascii: isAscii(encoded),
+    key: String(list[1]),
+    args: () => list,
+  };
 }
 
 /** The stream does not hold the whole reply yet. */

@@ -15,7 +15,15 @@ import { connect as connectTcp, type Socket } from "node:net";
 import { connect as connectTls, type ConnectionOptions } from "node:tls";
 import type { Clock, Timer } from "../clock.js";
 import { InFlight, settle, type Call } from "./in-flight.js";
-import { encodeCommand, ReplyError, ReplyReader, type Reply } from "./resp.js";
+import {
+  bulk,
+  encodeCommand,
+  isAscii,
+  ReplyError,
+  ReplyReader,
+  type Reply,
+  type ScriptCall,
+} from "./resp.js";
 
 /** Where a pipe connects and how it authenticates. */
 export interface PipeTarget {
@@ -42,8 +50,8 @@ export class PipeClosed extends Error {
 export interface ScriptPipe {
   /** Connected, authenticated and answering: calls may go through the pipe. */
   readonly ready: boolean;
-  /** Runs the script; `args` is the number of keys, the keys, then the other arguments. */
-  call(args: ReadonlyArray<string | number>): Promise<Reply>;
+  /** Runs the script with the arguments of `script`. */
+  call(script: ScriptCall): Promise<Reply>;
   /** Connects to `target` (dropping any other connection); reconnects by itself after a fault. */
   open(target: PipeTarget): void;
   /** Drops the connection and stays closed until the next `open`. */
@@ -89,7 +97,11 @@ function handshake(target: PipeTarget, lua: string): Step[] {
 
 /** A pipe that is open while it has a target, and ready once the handshake is answered. */
 class Pipe implements ScriptPipe {
-  readonly #sha: string;
+  // The command's name and script, as written before a call's arguments: by its SHA, and whole
+  // for a server that does not hold it.
+  readonly #bySha: string;
+  readonly #whole: string;
+  readonly #wholeAscii: boolean;
   readonly #inFlight: InFlight;
   #target: PipeTarget | undefined;
   #socket: Socket | undefined;
@@ -98,8 +110,10 @@ class Pipe implements ScriptPipe {
   #steps: Step[] = [];
   #attempts = 0;
   #retry: Timer | undefined;
-  // What this turn of the event loop wrote, sent in one write at its end.
+  // What this turn of the event loop wrote, sent in one write at its end; ASCII, it is written a
+  // byte per character, which spares encoding it.
   #out = "";
+  #outAscii = true;
   #flushing = false;
   readonly #reader = new ReplyReader((reply) => this.#onReply(reply));
 
@@ -108,7 +122,9 @@ class Pipe implements ScriptPipe {
     private readonly timeoutMs: number,
     private readonly clock: Clock,
   ) {
-    this.#sha = scriptSha(lua);
+    this.#bySha = `${bulk("EVALSHA")}${bulk(scriptSha(lua))}`;
+    this.#whole = `${bulk("EVAL")}${bulk(lua)}`;
+    this.#wholeAscii = isAscii(lua);
     this.#inFlight = new InFlight(
       clock,
       () => new PipeTimeout(`no answer from Redis within ${timeoutMs} ms`),
@@ -119,13 +135,13 @@ class Pipe implements ScriptPipe {
     return this.#ready;
   }
 
-  call(args: ReadonlyArray<string | number>): Promise<Reply> {
+  call(script: ScriptCall): Promise<Reply> {
     if (this.#socket === undefined) {
       return Promise.reject(new PipeClosed("the pipe has no connection to Redis"));
     }
     return new Promise<Reply>((resolve, reject) => {
       const deadline = this.clock.monotonic() + this.timeoutMs;
-      this.#send({ args, deadline, resolve, reject }, "EVALSHA", this.#sha);
+      this.#send({ script, deadline, resolve, reject }, this.#bySha, true);
     });
   }
 
@@ -141,20 +157,24 @@ class Pipe implements ScriptPipe {
     this.#stop();
   }
 
-  #send(call: Call, verb: string, script: string): void {
+  // Writes `call` as EVALSHA or EVAL: `head` is the name and the script, ASCII or not.
+  #send(call: Call, head: string, headAscii: boolean): void {
+    const { script } = call;
     this.#inFlight.push(call);
-    this.#write(encodeCommand([verb, script], call.args));
+    this.#write(`*${2 + script.count}\r\n${head}${script.encoded}`, headAscii && script.ascii);
   }
 
-  #write(command: string): void {
+  #write(command: string, ascii: boolean): void {
     this.#out += command;
+    if (!ascii) this.#outAscii = false;
     if (this.#flushing) return;
     this.#flushing = true;
     setImmediate(() => {
       this.#flushing = false;
       if (this.#out === "") return;
-      this.#socket?.write(this.#out);
+      this.#socket?.write(this.#out, this.#outAscii ? "latin1" : "utf8");
       this.#out = "";
+      this.#outAscii = true;
     });
   }
 
@@ -174,7 +194,7 @@ class Pipe implements ScriptPipe {
       const again = { ...call, deadline: this.clock.monotonic() + this.timeoutMs };
       call.resolve = undefined;
       call.reject = undefined;
-      this.#send(again, "EVAL", this.lua);
+      this.#send(again, this.#whole, this.#wholeAscii);
       return;
     }
     settle(call, reply);
@@ -226,6 +246,7 @@ class Pipe implements ScriptPipe {
     this.#ready = false;
     this.#steps = [];
     this.#out = "";
+    this.#outAscii = true;
     this.#reader.reset();
     lost?.destroy();
     this.#inFlight.failAll(new PipeClosed("the connection to Redis closed"));

@@ -12,7 +12,7 @@ import type { ConnectionOptions, TLSSocket } from "node:tls";
 import { Cluster, type Redis } from "ioredis";
 import type { Clock } from "../clock.js";
 import { notCallable, type RedisConnection } from "./redis-connection.js";
-import { ReplyError, type Reply } from "./resp.js";
+import { ReplyError, type Reply, type ScriptCall } from "./resp.js";
 import { createScriptPipe, scriptSha, type PipeTarget, type ScriptPipe } from "./script-pipe.js";
 
 // The Cluster hash slot of a key (CRC16 of its hash tag), as ioredis computes it.
@@ -22,8 +22,16 @@ type ScriptClient = Record<string, (...args: ReadonlyArray<string | number>) => 
 
 /** One Lua script, run on a connection's servers. */
 export interface ScriptRunner {
-  /** Runs the script; `args` is the number of keys, the keys, then the other arguments. */
-  run(args: ReadonlyArray<string | number>): Promise<Reply>;
+  /**
+   * Runs the script with the arguments of `script`; settles with what `answered` makes of the
+   * reply, or `failed` of why there is none. Both are called in the turn the outcome is known,
+   * so a request waits for no more than its reply.
+   */
+  run<T>(
+    script: ScriptCall,
+    answered: (reply: Reply) => T,
+    failed: (error: unknown) => T,
+  ): Promise<T>;
   /** Closes the pipes; ioredis's connection is its owner's to close. */
   close(): void;
 }
@@ -143,7 +151,7 @@ function followCluster(cluster: Cluster, lua: string, timeoutMs: number, clock: 
  * callable; calls through its pipes fail after `timeoutMs` on `clock`.
  */
 export function createScriptRunner(
-  { client, callable, watched }: RedisConnection,
+  { client, callable, watched, failed: noted }: RedisConnection,
   lua: string,
   timeoutMs: number,
   clock: Clock,
@@ -152,25 +160,26 @@ export function createScriptRunner(
   const command = `gatehouse_${scriptSha(lua)}`;
   if (!(command in client)) client.defineCommand(command, { lua });
   const script = (client as unknown as ScriptClient)[command] as ScriptClient[string];
-  const viaClient = (args: ReadonlyArray<string | number>): Promise<Reply> =>
-    script.call(client, ...args);
-  const retried = (args: ReadonlyArray<string | number>) => (error: unknown) => {
-    // Redis answered with an error, so the script did not run: ioredis may run it.
-    if (error instanceof ReplyError) return viaClient(args);
-    throw error;
-  };
+  const viaClient = (call: ScriptCall): Promise<Reply> =>
+    watched(script.call(client, ...call.args()));
   const pipes =
     client instanceof Cluster
       ? followCluster(client, lua, timeoutMs, clock)
       : followServer(client, lua, timeoutMs, clock);
   return {
-    run(args) {
+    run(call, answered, failed) {
       // While the health check finds Redis stalled or down, or since a call timed out, a call
       // fails at once (its request gets `on_outage`) instead of waiting on a connection that
       // may stay open but silent.
-      if (!callable()) return Promise.reject(notCallable());
-      const pipe = pipes.pipeFor(String(args[1]));
-      return watched(pipe === undefined ? viaClient(args) : pipe.call(args).catch(retried(args)));
+      if (!callable()) return Promise.reject(notCallable()).then(answered, failed);
+      const pipe = pipes.pipeFor(call.key);
+      if (pipe === undefined) return viaClient(call).then(answered, failed);
+      return pipe.call(call).then(answered, (error: unknown) => {
+        // Redis answered with an error, so the script did not run: ioredis may run it.
+        if (error instanceof ReplyError) return viaClient(call).then(answered, failed);
+        noted(error);
+        return failed(error);
+      });
     },
     close: () => pipes.close(),
   };

@@ -2,6 +2,7 @@
 import { ConfigError, MissingConfigError, type ConfigProblem } from "../config/load.js";
 import { loadSnapshot } from "../config/snapshot.js";
 import { startGatehouse } from "../server.js";
+import { holdTickShape } from "../lifecycle/tick-shape.js";
 
 // "1 route", "2 routes".
 function count(n: number, noun: string): string {
@@ -51,6 +52,7 @@ export async function check(
 
 /** Serves until SIGTERM or SIGINT; resolves with 0 after a clean drain, 1 otherwise. */
 export async function run(configPath: string, env: NodeJS.ProcessEnv): Promise<number> {
+  holdTickShape();
   let gatehouse;
   try {
     gatehouse = await startGatehouse({ configPath, env });

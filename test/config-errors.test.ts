@@ -12,6 +12,9 @@ const expected: Record<string, string[]> = {
     "5:5 admin_hosts[1]: must be a host name such as gatehouse.internal, without a scheme, port or path",
     "6:5 admin_hosts[2]: must be a host name such as gatehouse.internal, without a scheme, port or path",
   ],
+  "assertion-lifetime-too-long.yaml": [
+    "4:27 tokens.assertion_max_lifetime: must be at most 1d: a used assertion's jti is held until its exp",
+  ],
   "alias-bomb.yaml": ["1:1 YAML: Excessive alias count indicates a resource exhaustion attack"],
   "bad-cidr.yaml": [
     "3:19 trusted_proxies[0]: must be an IP address or a CIDR block, such as 10.0.0.0/8 or fd00::/8",
@@ -254,6 +257,14 @@ routes:
     );
   },
 );
+
+t.test("an assertion_max_lifetime of 1d, the longest, is accepted", async (t) => {
+  const parsed = parseConfigText(
+    "upstream:\n  url: http://127.0.0.1:3000\ntokens:\n  assertion_max_lifetime: 1d\n",
+    "longest.yaml",
+  );
+  t.equal(parsed.file.tokens.assertion_max_lifetime, "1d");
+});
 
 // Only the limits in force count a route: an `auth: none` route is counted by the anonymous plan,
 // a bearer route by each client's plan with the client's own limits in place of the plan's.

@@ -76,7 +76,9 @@ t.test("revocations and used assertions survive a restart with state_file", asyn
   t.equal(await bearer(first.url, revoked), 200, "valid before its revocation");
   t.equal((await revokeWithSecret(first.url, APP, revoked)).status, 200);
   t.equal(await bearer(first.url, revoked), 401, "refused once revoked");
-  const used = await assertion(batch, Date.now(), ISSUER);
+  // As authlib signs it: an hour long.
+  const exp = Math.floor(Date.now() / 1000) + 3600;
+  const used = await assertion(batch, Date.now(), ISSUER, { exp });
   t.equal((await assertionRequest(first.url, used)).status, 200, "the assertion's first use");
   t.notOk(
     first.lines().some((line) => RESTART_FORGETS.test(String(line.msg))),
@@ -89,6 +91,11 @@ t.test("revocations and used assertions survive a restart with state_file", asyn
   };
   t.equal(saved.marks.revoked.length, 1, "the revoked id is in the file");
   t.equal(saved.marks.used.length, 1, "and the used assertion id");
+  t.match(
+    saved.marks.used[0],
+    { client: batch.id, endsAt: (exp + 30) * 1000 },
+    "held until its exp and the clock tolerance",
+  );
 
   const second = await startCli(["--config", path]);
   t.teardown(() => second.stop("SIGTERM"));

@@ -1,10 +1,12 @@
 /**
  * private_key_jwt (RFC 7523 §2.2 and §3) through real sockets: assertions signed with jose for
  * ES256 and EdDSA clients are accepted once, with typ client-authentication+jwt, JWT or none, and
- * without kid against a client with two keys; every assertion a careful server refuses is
- * answered 401 invalid_client naming the rule it broke (never quoting the assertion) and logged
- * with its client and reason; two methods at once are 400.
+ * without kid against a client with two keys; authlib's hour-long assertion is accepted and its
+ * jti held until its exp, unless `tokens.assertion_max_lifetime` is shorter; every assertion a
+ * careful server refuses is answered 401 invalid_client naming the rule it broke (never quoting
+ * the assertion) and logged with its client and reason; two methods at once are 400.
  */
+import { randomBytes } from "node:crypto";
 import t from "tap";
 import { SignJWT } from "jose";
 import { configFor, startTestGatehouse } from "./helpers/gatehouse.js";
@@ -18,6 +20,8 @@ import {
   keyClient,
   keyClientsYaml,
   postForm,
+  type AssertionClaims,
+  type KeyClient,
 } from "./helpers/assertions.js";
 
 const ISSUER = "https://auth.example.com";
@@ -38,13 +42,13 @@ const SECRET_CLIENT = { id: "reporting-app", secret: "a3f1c9d2e8b7a6f5c4d3e2f1a0
 const upstream = await startUpstream();
 t.teardown(() => upstream.close());
 
-async function start(failureLimit: number) {
+async function start(failureLimit: number, tokens = "") {
   const yaml = configFor(
     upstream.url,
     `tokens:
   issuer: ${ISSUER}
   failure_limit: { limit: ${failureLimit}, window: 1h }
-${await clientsYaml([SECRET_CLIENT])}${keyClientsYaml([es, ed, rotating])}routes:
+${tokens}${await clientsYaml([SECRET_CLIENT])}${keyClientsYaml([es, ed, rotating])}routes:
   - path: /v1/items
     methods: [GET]
 `,
@@ -59,6 +63,18 @@ const INVALID_CLIENT = {
   error: "invalid_client",
   error_description: "client authentication failed",
 };
+
+const REPLAYED = "the client assertion's jti was used before; sign a new one for each request";
+
+/**
+ * An assertion as authlib's PrivateKeyJWT signs one: header typ JWT, iat now, exp an hour later,
+ * a 36-character jti. Its aud is the token_endpoint it is given, here the issuer.
+ */
+function authlibStyle(client: KeyClient, nowMs: number, claims: AssertionClaims = {}) {
+  const iat = Math.floor(nowMs / 1000);
+  const jti = randomBytes(27).toString("base64url");
+  return assertion(client, nowMs, ISSUER, { iat, exp: iat + 3600, jti, ...claims }, { typ: "JWT" });
+}
 
 /** The 401 invalid_client of an assertion that broke a rule, with its description. */
 function refusedFor(description: string) {
@@ -172,9 +188,9 @@ t.test("a refused assertion: 401 invalid_client naming the rule it broke", async
       "the client assertion has expired (exp)",
     ],
     [
-      "exp more than 5 minutes ahead",
-      assertion(es, now(), ISSUER, { exp: seconds + 331 }),
-      "the client assertion's exp must be at most 300 seconds ahead",
+      "exp more than assertion_max_lifetime (1h) and the tolerance ahead",
+      assertion(es, now(), ISSUER, { exp: seconds + 3631 }),
+      "the client assertion's exp must be at most 3600 seconds ahead",
     ],
     [
       "no exp",
@@ -274,14 +290,62 @@ t.test("a jti is accepted once until its exp", async (t) => {
   t.equal((await assertionRequest(g.url, signed)).status, 200);
   const replay = await assertionRequest(g.url, signed);
   t.equal(replay.status, 401, "the same assertion again");
-  t.strictSame(
-    replay.json,
-    refusedFor("the client assertion's jti was used before; sign a new one for each request"),
-  );
+  t.strictSame(replay.json, refusedFor(REPLAYED));
   const again = await assertion(ed, now(), ISSUER, { jti: "once" });
   t.equal((await assertionRequest(g.url, again)).status, 401, "a new assertion, the same jti");
   const other = await assertion(es, now(), ISSUER, { jti: "once" });
   t.equal((await assertionRequest(g.url, other)).status, 200, "jtis are per client");
+});
+
+t.test(
+  "authlib's assertion, an hour long, gets a token; its jti is held until its exp",
+  async (t) => {
+    const iat = Math.floor(now() / 1000);
+    const jti = "authlib-hour";
+    const signed = await authlibStyle(es, now(), { jti });
+    const answer = await assertionRequest(g.url, signed);
+    t.equal(answer.status, 200);
+    const before = upstream.received.length;
+    const response = await fetch(`${g.url}/v1/items`, {
+      headers: { authorization: `Bearer ${answer.json.access_token as string}` },
+    });
+    t.equal(response.status, 200);
+    t.equal(upstream.received[before]?.headers["x-client-id"], es.id);
+    const edge = await authlibStyle(es, now(), { exp: iat + 3630 });
+    t.equal((await assertionRequest(g.url, edge)).status, 200, "an hour and the tolerance ahead");
+
+    // The last second the assertion verifies (exp plus the tolerance): still a replay.
+    clock = (iat + 3629) * 1000;
+    const replay = await assertionRequest(g.url, signed);
+    t.equal(replay.status, 401);
+    t.strictSame(replay.json, refusedFor(REPLAYED), "the same assertion again");
+    const sameJti = await assertionRequest(g.url, await assertion(es, now(), ISSUER, { jti }));
+    t.strictSame(sameJti.json, refusedFor(REPLAYED), "a new assertion with its jti");
+
+    clock = (iat + 3630) * 1000;
+    const ended = await assertionRequest(g.url, signed);
+    t.strictSame(ended.json, refusedFor("the client assertion has expired (exp)"), "it has ended");
+    const reused = await assertionRequest(g.url, await assertion(es, now(), ISSUER, { jti }));
+    t.equal(reused.status, 200, "its jti is forgotten once it could no longer verify");
+  },
+);
+
+t.test("tokens.assertion_max_lifetime: 5m refuses authlib's hour-long assertion", async (t) => {
+  const short = await start(1000, "  assertion_max_lifetime: 5m\n");
+  t.teardown(() => short.close());
+  const iat = Math.floor(now() / 1000);
+  const hour = await assertionRequest(short.url, await authlibStyle(es, now()));
+  t.equal(hour.status, 401);
+  t.strictSame(
+    hour.json,
+    refusedFor("the client assertion's exp must be at most 300 seconds ahead"),
+  );
+  const line = await short.logged((entry) => entry.requestId === hour.headers["x-request-id"]);
+  t.match(line, { client: es.id, reason: "assertion_lifetime" });
+  const beyond = await authlibStyle(es, now(), { exp: iat + 331 });
+  t.equal((await assertionRequest(short.url, beyond)).status, 401, "5m and the tolerance, and 1s");
+  const within = await authlibStyle(es, now(), { exp: iat + 330 });
+  t.equal((await assertionRequest(short.url, within)).status, 200, "5m and the tolerance");
 });
 
 t.test("an assertion and a secret at once are 400 invalid_request", async (t) => {

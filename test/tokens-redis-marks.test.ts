@@ -1,7 +1,8 @@
 /**
  * Used assertion ids and revoked tokens shared through a real Redis: a replay is refused by the
- * other replica, a revocation reaches the other replica within a second; with Redis killed, the
- * revocation endpoint and the revoked-token lookup follow `on_outage`.
+ * other replica and an id is kept until its assertion's exp, a revocation reaches the other
+ * replica within a second; with Redis killed, the revocation endpoint and the revoked-token
+ * lookup follow `on_outage`.
  */
 import { randomBytes } from "node:crypto";
 import { Redis } from "ioredis";
@@ -78,6 +79,19 @@ t.test("two replicas on one Redis", async (t) => {
     const replay = await assertionRequest(b.url, signed);
     t.equal(replay.status, 401);
     t.equal(replay.json.error, "invalid_client");
+  });
+
+  t.test("an hour-long assertion's jti is kept in Redis until its exp", async (t) => {
+    const exp = Math.floor(now() / 1000) + 3600;
+    const signed = await assertion(batch, now(), "gatehouse", { jti: "hour-long", exp });
+    t.equal((await assertionRequest(a.url, signed)).status, 200);
+    const direct = new Redis(redis.url);
+    t.teardown(() => direct.quit());
+    // Until exp plus the clock tolerance (30s) as gatehouse's clock reads it: 3,630 s from now.
+    const kept = (exp + 30) * 1000 - now();
+    const left = await direct.pttl(`${shared}{client:${batch.id}}:once:hour-long`);
+    t.ok(left <= kept && left > kept - 30_000, `${left} ms left of ${kept}`);
+    t.equal((await assertionRequest(b.url, signed)).status, 401, "a replay at the other replica");
   });
 
   t.test("a token revoked at one replica is refused by the other", async (t) => {

@@ -174,6 +174,7 @@ async function settings(): Promise<TokenSettings> {
     audience: "upstream",
     ttlSeconds: 60,
     clockToleranceSeconds: 5,
+    assertionMaxLifetimeSeconds: 3600,
     keys: keyRing(await generateKeyPairFor("EdDSA"), []),
     clients: {
       secrets: new Map(),

@@ -16,6 +16,15 @@ export function withinAYear(text: string): boolean {
   return !new RegExp(DURATION_PATTERN).test(text) || durationMs(text) <= LONGEST_WINDOW_MS;
 }
 
+// A used assertion's jti is held until its exp, and an assertion taken before its use works until
+// then: a day bounds both, well beyond the hour authlib signs for.
+const LONGEST_ASSERTION_MS = 86_400_000;
+
+/** True unless `text` is a well-formed duration longer than an assertion may live (a day). */
+export function withinADay(text: string): boolean {
+  return !new RegExp(DURATION_PATTERN).test(text) || durationMs(text) <= LONGEST_ASSERTION_MS;
+}
+
 const LISTEN_PATTERN = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):([0-9]{1,5})$/;
 
 /** True when `value` is HOST:PORT with a port from 0 to 65535. */

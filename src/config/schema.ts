@@ -22,6 +22,7 @@ import {
   checkRouteScopes,
   checkTokens,
   oneRateForm,
+  withinADay,
 } from "./schema-checks.js";
 import { TracingSchema } from "./tracing-schema.js";
 import { UpstreamSchema } from "./upstream-schema.js";
@@ -161,6 +162,13 @@ export const FileSchema = z
         ).default([]),
         ttl: positiveDuration("Token lifetime (expires_in).").default("1h"),
         clock_tolerance: duration("Leeway for exp, nbf and iat checks.").default("30s"),
+        assertion_max_lifetime: positiveDuration(
+          "How far ahead of now a private_key_jwt client assertion's exp may be; a used jti is held until that exp.",
+        )
+          .refine(withinADay, {
+            error: "must be at most 1d: a used assertion's jti is held until its exp",
+          })
+          .default("1h"),
         signing: z
           .strictObject({
             algorithm: z

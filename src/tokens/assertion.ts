@@ -1,8 +1,8 @@
 /**
  * Verifies a client assertion (private_key_jwt: RFC 7523 §2.2 and §3, RFC 7521 §4.2) with jose:
  * signed by one of the client's keys with an algorithm its key type allows, `iss` = `sub` = the
- * client id, `aud` the issuer alone, `exp` present and at most five minutes ahead, a `jti`. Whether
- * the `jti` was seen before is the caller's question (replay.ts).
+ * client id, `aud` the issuer alone, `exp` present and at most `tokens.assertion_max_lifetime`
+ * ahead, a `jti`. Whether the `jti` was seen before is the caller's question (marks.ts).
  */
 import { decodeJwt, errors, jwtVerify } from "jose";
 import type { ClientKeys } from "./client-keys.js";
@@ -11,9 +11,6 @@ import { mediaTypeOf, mediaTypes } from "./media-type.js";
 
 /** RFC 7521 §4.2: the value of `client_assertion_type` for a JWT (RFC 7523 §2.2). */
 export const JWT_BEARER_ASSERTION = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer";
-
-/** The longest an assertion may live from now: its `exp` is at most this far ahead. */
-export const MAX_ASSERTION_SECONDS = 300;
 
 /** An assertion that verified: its client, its `jti` and when it ends (epoch ms). */
 export interface VerifiedAssertion {
@@ -76,6 +73,8 @@ const ASSERTION_TYPES = mediaTypes("client-authentication+jwt", "JWT");
 export interface AssertionSettings {
   readonly issuer: string;
   readonly clockToleranceSeconds: number;
+  /** `tokens.assertion_max_lifetime`: how far ahead of now an assertion's `exp` may lie. */
+  readonly assertionMaxLifetimeSeconds: number;
 }
 
 /**
@@ -231,11 +230,14 @@ export async function verifyAssertion(
       clientId,
     );
   }
+  // RFC 7523 §3 item 4 lets a server refuse an exp unreasonably far in the future: its jti is
+  // held until then, and an assertion taken before its use works until then.
   const exp = payload.exp as number;
-  if (exp > Math.floor(nowMs / 1000) + MAX_ASSERTION_SECONDS + tolerance) {
+  const longest = settings.assertionMaxLifetimeSeconds;
+  if (exp > Math.floor(nowMs / 1000) + longest + tolerance) {
     throw new AssertionRejected(
       "lifetime",
-      `the client assertion's exp must be at most ${MAX_ASSERTION_SECONDS} seconds ahead`,
+      `the client assertion's exp must be at most ${longest} seconds ahead`,
       clientId,
     );
   }

@@ -22,9 +22,10 @@ export const REVOKED_COPY_MS = 1000;
 
 /**
  * Assertion ids held per client, at most: a client that sends more assertions than this within
- * their lifetime (five minutes) is refused new ones until its old ones end. Refusing, rather than
- * forgetting an id still in force, is what keeps a replay refused; only an assertion that
- * verified is held, so only a client's own keys can fill its share.
+ * their lifetime (each until its own exp, at most `tokens.assertion_max_lifetime` ahead) is
+ * refused new ones until its old ones end. Refusing, rather than forgetting an id still in force,
+ * is what keeps a replay refused; only an assertion that verified is held, so only a client's own
+ * keys can fill its share.
  */
 export const MAX_ASSERTIONS_PER_CLIENT = 10_000;
 

@@ -74,6 +74,8 @@ export interface TokenSettings {
   /** Whole seconds: `expires_in`, and `exp - iat`. */
   readonly ttlSeconds: number;
   readonly clockToleranceSeconds: number;
+  /** `tokens.assertion_max_lifetime`: how far ahead of now a client assertion's `exp` may lie. */
+  readonly assertionMaxLifetimeSeconds: number;
   readonly keys: KeyRing;
   readonly clients: ClientRegistry;
   /** Secret verifications (scrypt) run at once; `tokens.verify_concurrency`. */
@@ -301,6 +303,7 @@ export async function compileTokens(
     audience: tokens.audience,
     ttlSeconds: Math.ceil(ttlMs / 1000),
     clockToleranceSeconds: durationMs(tokens.clock_tolerance) / 1000,
+    assertionMaxLifetimeSeconds: durationMs(tokens.assertion_max_lifetime) / 1000,
     keys: keyRing(current, previous),
     clients,
     verifyConcurrency: tokens.verify_concurrency ?? availableParallelism(),

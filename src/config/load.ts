@@ -2,7 +2,7 @@
  * Reads the configuration file: YAML 1.2 (core schema, unique keys, bounded aliases), then the
  * schema. There is one reading: `check`, the start and every reload call parseConfigText, so a
  * file is accepted or refused the same way wherever it is read. Every problem is reported at
- * once, each with its line and column.
+ * once, each with its line and column; a file that is not well-formed YAML, only for that.
  */
 import {
   isAlias,
@@ -119,39 +119,32 @@ type Found = { readonly offset: number; readonly message: string };
  */
 export function parseConfigText(text: string, name: string, around?: Surroundings): ParsedConfig {
   const doc = readDocument(text);
-  const broken = doc.errors.map((e) => e.pos[0]);
-  const found: Found[] = doc.errors.map((e) => ({
-    offset: e.pos[0],
-    message: yamlMessage(e.code, e.message),
-  }));
+  // A file that is not well-formed YAML is refused for that alone: around an error the parser
+  // guesses (a key cut short swallows the lines below it, a mapping ends early), and the schema's
+  // verdict on that guess would name lines and plans the author did not get wrong.
+  if (doc.errors.length > 0) {
+    const found = doc.errors.map((e) => ({
+      offset: e.pos[0],
+      message: yamlMessage(e.code, e.message),
+    }));
+    throw refused(name, text, found);
+  }
   let data: unknown;
   try {
     data = doc.toJS({ maxAliasCount: 100 }) ?? {};
   } catch (error) {
-    found.push({ offset: 0, message: `YAML: ${(error as Error).message}` });
-    throw refused(name, text, found);
+    throw refused(name, text, [{ offset: 0, message: `YAML: ${(error as Error).message}` }]);
   }
   const result = FileSchema.safeParse(data, { reportInput: true });
-  if (result.success && found.length === 0) {
+  if (result.success) {
     const warnings = located(text, doc, configWarnings(result.data, around?.env ?? {}));
     const parsed = { file: result.data, text, warnings };
     documents.set(parsed, doc);
     return parsed;
   }
-  const aboutData = result.success
-    ? []
-    : result.error.issues.flatMap((issue) => describeIssue(issue, doc));
+  const found: Found[] = result.error.issues.flatMap((issue) => describeIssue(issue, doc));
   for (const { path, message } of around ? environmentProblems(data, around) : []) {
-    aboutData.push({
-      path,
-      offset: offsetOf(doc, path),
-      message: `${where(path)}: ${message}`,
-    });
-  }
-  // Where the parser met an error, what it made of the text is a guess: the schema's verdict on
-  // that guess would name lines the author did not get wrong.
-  for (const problem of aboutData) {
-    if (!broken.some((offset) => within(doc, problem.path, offset))) found.push(problem);
+    found.push({ offset: offsetOf(doc, path), message: `${where(path)}: ${message}` });
   }
   throw refused(name, text, found);
 }
@@ -191,14 +184,10 @@ function positions(text: string): (offset: number) => Position {
   };
 }
 
-/** A schema problem: the data path it is about, and the offset it is reported at. */
-type SchemaProblem = Found & { readonly path: readonly PropertyKey[] };
-
-function describeIssue(issue: z.core.$ZodIssue, doc: Document): SchemaProblem[] {
+function describeIssue(issue: z.core.$ZodIssue, doc: Document): Found[] {
   const path = issue.path;
   if (issue.code === "unrecognized_keys") {
     return issue.keys.map((key) => ({
-      path: [...path, key],
       offset: keyOffset(doc, path, key),
       message: `${where([...path, key])}: unknown key${suggestion(key, allowedKeys(path))}`,
     }));
@@ -208,7 +197,6 @@ function describeIssue(issue: z.core.$ZodIssue, doc: Document): SchemaProblem[] 
     const key = String(path[path.length - 1]);
     const parent = path.slice(0, -1);
     return issue.issues.map((inner) => ({
-      path,
       offset: keyOffset(doc, parent, key),
       message: `${where(path)}: ${inner.message}`,
     }));
@@ -217,7 +205,7 @@ function describeIssue(issue: z.core.$ZodIssue, doc: Document): SchemaProblem[] 
     issue.code === "invalid_type" && issue.input === undefined
       ? missing(issue.message)
       : issue.message;
-  return [{ path, offset: offsetOf(doc, path), message: `${where(path)}: ${message}` }];
+  return [{ offset: offsetOf(doc, path), message: `${where(path)}: ${message}` }];
 }
 
 function missing(message: string): string {
@@ -323,40 +311,4 @@ function keyIn(doc: Document, node: unknown, key: string, otherwise: number): nu
     }
   }
   return otherwise;
-}
-
-function rangeStart(node: unknown): number | undefined {
-  return (node as Node | null | undefined)?.range?.[0];
-}
-
-/**
- * Whether `offset` lies in the entry `path` names, or in the deepest entry along it that the
- * document has: an entry runs from its key (or its sequence item) to the next entry of its
- * collection, or to its collection's end.
- */
-function within(doc: Document, path: readonly PropertyKey[], offset: number): boolean {
-  let node: unknown = doc.contents;
-  let start = 0;
-  let end = Infinity;
-  for (const key of path) {
-    const container = isAlias(node) ? node.resolve(doc) : node;
-    let starts: Array<number | undefined>;
-    let index: number;
-    if (isSeq(container)) {
-      starts = container.items.map(rangeStart);
-      index = Number(key);
-      node = container.items[index];
-    } else if (isMap(container)) {
-      starts = container.items.map((pair) => rangeStart(pair.key) ?? rangeStart(pair.value));
-      index = container.items.findIndex(
-        (pair) => isScalar(pair.key) && String(pair.key.value) === String(key),
-      );
-      node = container.items[index]?.value;
-    } else break;
-    const from = starts[index];
-    if (from === undefined) break;
-    start = from;
-    end = starts.slice(index + 1).find((next) => next !== undefined) ?? end;
-  }
-  return start <= offset && offset < end;
 }

@@ -173,6 +173,14 @@ const cases: Array<{
     malformed: true,
   },
   {
+    // Its key file is read after the schema refused it, on this thread (a large file is parsed
+    // on a worker thread, which reads no file).
+    what: "a refused file naming a missing key file",
+    text: `${UPSTREAM}clients:\n  - id: batch\n    jwks_file: missing.jwks.json\nroutes:\n  - path: /v1/items\n    methods: [FETCH]\n`,
+    accepted: false,
+    first: /^5:16 clients\[0\]\.jwks_file: cannot read "missing\.jwks\.json" \(ENOENT\)$/,
+  },
+  {
     what: "an alias",
     text: `${UPSTREAM}plans:\n  standard: &limits\n    rate_limit: { limit: 10, window: 1m }\n  anonymous: *limits\n`,
     accepted: true,

@@ -15,9 +15,14 @@ import {
   type Node,
 } from "yaml";
 import { z } from "zod";
-import { environmentProblems, type Surroundings } from "./environment.js";
+import {
+  environmentNeeds,
+  keyFileProblems,
+  type NamedKeyFile,
+  type Surroundings,
+} from "./environment.js";
 import { where } from "./key-path.js";
-import { CONFIG_CAP, readRegularFile, unreadableReason } from "./regular-file.js";
+import { CONFIG_CAP, readRegularFileWithin, unreadableReason } from "./regular-file.js";
 import { FileSchema, type FileConfig } from "./schema.js";
 import type { BuildProblem } from "./problem.js";
 import { configWarnings } from "./warnings.js";
@@ -29,6 +34,9 @@ export interface ConfigProblem {
   readonly message: string;
 }
 
+/** A key file a refused file names, at the line and column of its key. */
+export type LocatedKeyFile = NamedKeyFile & Position;
+
 /** The configuration could not be used; `problems` lists every reason. */
 export class ConfigError extends Error {
   readonly code = "invalid_config";
@@ -37,6 +45,8 @@ export class ConfigError extends Error {
   constructor(
     readonly file: string,
     found: readonly ConfigProblem[],
+    /** The key files a refused file names, still to be read by withKeyFileProblems. */
+    readonly keyFiles: readonly LocatedKeyFile[] = [],
   ) {
     const problems = [...found].sort((a, b) => a.line - b.line || a.col - b.col);
     super(problems.map((p) => `${file}:${p.line}:${p.col} ${p.message}`).join("\n"));
@@ -96,7 +106,7 @@ function readDocument(text: string): Document {
 /** Reads `path` whole; throws ConfigError when it cannot be read. */
 export async function readConfigText(path: string): Promise<string> {
   try {
-    return await readRegularFile(path, CONFIG_CAP);
+    return await readRegularFileWithin(path, CONFIG_CAP);
   } catch (error) {
     const reason = unreadableReason(error);
     const problems = [{ line: 1, col: 1, message: `cannot be read (${reason})` }];
@@ -114,8 +124,8 @@ type Found = { readonly offset: number; readonly message: string };
 
 /**
  * Parses and validates configuration text; `name` is used in error messages. With `around`, a
- * file that is refused is also checked for unset variables and unreadable key files, so that the
- * error lists every kind of problem at once.
+ * file that is refused is also checked for unset variables, and its error names the key files to
+ * read for withKeyFileProblems, so that the error lists every kind of problem at once.
  */
 export function parseConfigText(text: string, name: string, around?: Surroundings): ParsedConfig {
   const doc = readDocument(text);
@@ -143,18 +153,51 @@ export function parseConfigText(text: string, name: string, around?: Surrounding
     return parsed;
   }
   const found: Found[] = result.error.issues.flatMap((issue) => describeIssue(issue, doc));
-  for (const { path, message } of around ? environmentProblems(data, around) : []) {
+  const needs = around === undefined ? undefined : environmentNeeds(data, around);
+  for (const { path, message } of needs?.problems ?? []) {
     found.push({ offset: offsetOf(doc, path), message: `${where(path)}: ${message}` });
   }
-  throw refused(name, text, found);
+  const keyFiles = (needs?.keyFiles ?? []).map((named) => ({
+    ...named,
+    offset: offsetOf(doc, named.path),
+  }));
+  throw refused(name, text, found, keyFiles);
 }
 
-function refused(name: string, text: string, found: readonly Found[]): ConfigError {
+function refused(
+  name: string,
+  text: string,
+  found: readonly Found[],
+  keyFiles: ReadonlyArray<NamedKeyFile & { readonly offset: number }> = [],
+): ConfigError {
   const at = positions(text);
   return new ConfigError(
     name,
     found.map(({ offset, message }) => ({ ...at(offset), message })),
+    keyFiles.map(({ path, file, offset }) => ({ path, file, ...at(offset) })),
   );
+}
+
+/**
+ * `error` with the problems of the key files a refused file names (unreadable, empty), each at
+ * its key's line and column. They are read here, not where the text was parsed, since a read of
+ * a file system that does not answer may wait (for READ_WAIT_MS, at most).
+ */
+export async function withKeyFileProblems(
+  error: ConfigError,
+  around: Surroundings,
+): Promise<ConfigError> {
+  if (error.keyFiles.length === 0) return error;
+  const found = await Promise.all(
+    error.keyFiles.map(async (named) =>
+      (await keyFileProblems(named, around)).map(({ path, message }) => ({
+        line: named.line,
+        col: named.col,
+        message: `${where(path)}: ${message}`,
+      })),
+    ),
+  );
+  return new ConfigError(error.file, [...error.problems, ...found.flat()]);
 }
 
 function yamlMessage(code: string, message: string): string {

@@ -308,6 +308,13 @@ t.test("gatehouse limits --config finds admin_listen and the admin token", async
   const missing = await cli(["limits", "show", "x", "--config", join(g.dir, "nothing.yaml")]);
   t.equal(missing.code, 1);
   t.equal(missing.stderr, `${join(g.dir, "nothing.yaml")}:1:1 cannot be read (ENOENT)\n`);
+  await writeFile(file, await config("admin_listen: 127.0.0.1:0\n"));
+  const chosen = await cli(["limits", "show", "x", "--config", file]);
+  t.equal(chosen.code, 1);
+  t.equal(
+    chosen.stderr,
+    `gatehouse limits: admin_listen in ${file} has port 0, chosen at start: name the listener with --admin HOST:PORT\n`,
+  );
   await writeFile(file, await config("admin_listen: 127.0.0.1\n"));
   const invalid = await cli(["limits", "show", "x", "--config", file]);
   t.equal(invalid.code, 1, "a file gatehouse would refuse is refused");

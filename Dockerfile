@@ -1,5 +1,7 @@
 # gatehouse: the reverse-proxy sidecar. Build: docker build -t gatehouse:local .
 # Run: docker run -v "$PWD/config:/etc/gatehouse:ro" -p 8080:8080 gatehouse:local
+# with `listen: 0.0.0.0:8080` (the default) in config/proxy.config.yaml: listen must be 0.0.0.0 in
+# a container, whose 127.0.0.1 is its own, so that -p reaches it.
 # The base image is pinned to one Node release, so a rebuild runs what was tested; change it here.
 FROM node:24.21.0-slim AS build
 WORKDIR /app

@@ -54,20 +54,44 @@ const LOG_LINE_ROOM = 16384;
 const UTF8_PER_UNIT = 3;
 
 // pino's err serializer takes any object with a message for an error and logs it as type
-// "Object" with an empty stack. An Error keeps pino's form (type, message, stack, and Node's code,
+// "Object" with an empty stack. An Error keeps pino's form (type, message, and Node's code,
 // syscall, address); a plain object, whose fields were picked because the error carries a secret,
-// is logged as given. A system error (ECONNREFUSED) loses its stack: it lists only Node's own
-// frames, and an unreachable upstream logs one line per request.
-function errorFields(err: unknown): unknown {
+// is logged as given. A warning or an error is read by an operator, for whom the message and the
+// code say what happened and a stack trace buries them: the stack (its causes' included) is kept
+// only when the logger is at debug or trace, for whoever debugs gatehouse. A system error
+// (ECONNREFUSED) never keeps it: it lists only Node's own frames, and an unreachable upstream
+// logs one line per request.
+function errorFields(err: unknown, withStack: boolean): unknown {
   if (!(err instanceof Error)) return err;
-  const fields: { stack?: string } = pino.stdSerializers.err(err);
-  if ((err as NodeJS.ErrnoException).syscall !== undefined) delete fields.stack;
-  return fields;
+  const fields = pino.stdSerializers.err(err) as Fields;
+  return withStack && (err as NodeJS.ErrnoException).syscall === undefined
+    ? fields
+    : withoutStacks(fields);
+}
+
+type Fields = Record<string, unknown>;
+
+// pino's form of an error: the serializer keeps an error held in a field (and each of an
+// AggregateError's errors) as an error of its own, stack included.
+function isSerialized(value: unknown): value is Fields {
+  return typeof value === "object" && value !== null && "type" in value && "stack" in value;
+}
+
+// A serialized error without its stack, nor the stacks of the errors it holds.
+function withoutStacks(fields: Fields): Fields {
+  const rest = { ...fields };
+  delete rest.stack;
+  for (const [key, value] of Object.entries(rest)) {
+    if (isSerialized(value)) rest[key] = withoutStacks(value);
+    else if (Array.isArray(value)) {
+      rest[key] = value.map((item) => (isSerialized(item) ? withoutStacks(item) : item));
+    }
+  }
+  return rest;
 }
 
 const OPTIONS = {
   base: { service: "gatehouse" },
-  serializers: { err: errorFields },
   timestamp: isoTime,
   // The level as a word ("warn"), which a reader or a log pipeline understands without pino's table.
   formatters: { level: (label: string) => ({ level: label }) },
@@ -145,7 +169,13 @@ function writeFully(fd: number, bytes: Buffer, length: number): void {
  */
 export function createLogger(level: string, destination?: DestinationStream): Logger {
   const stream = destination ?? new BufferedLines(1);
-  return pino({ ...OPTIONS, level, redact: { paths: REDACTED_PATHS, censor: CENSOR } }, stream);
+  // The level a reload sets is the one asked when a line is written.
+  const serializers = { err: (err: unknown) => errorFields(err, log.isLevelEnabled("debug")) };
+  const log: Logger = pino(
+    { ...OPTIONS, serializers, level, redact: { paths: REDACTED_PATHS, censor: CENSOR } },
+    stream,
+  );
+  return log;
 }
 
 /**

@@ -5,6 +5,9 @@
  */
 import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
+import { writeFile } from "node:fs/promises";
+import { createServer } from "node:net";
+import { join } from "node:path";
 import t, { type Test } from "tap";
 import { eventually } from "./helpers/client.js";
 import { configFor, startTestGatehouse, type TestGatehouse } from "./helpers/gatehouse.js";
@@ -250,9 +253,120 @@ t.test("gatehouse limits show and reset against a running gatehouse", async (t) 
   t.equal(closed.code, 1, "the admin API unreachable");
   t.equal(
     closed.stderr,
-    `gatehouse limits: cannot reach the admin API at http://127.0.0.1:${port} (ECONNREFUSED); point to it with --admin URL or $GATEHOUSE_ADMIN_URL\n`,
+    `gatehouse limits: cannot reach the admin API at http://127.0.0.1:${port} (ECONNREFUSED); point to it with --admin HOST:PORT, --config FILE or $GATEHOUSE_ADMIN_URL\n`,
   );
 });
+
+t.test("gatehouse limits --config finds admin_listen and the admin token", async (t) => {
+  const adminToken = randomBytes(16).toString("hex");
+  const g = await startTestGatehouse(await config("admin_token_env: GATEHOUSE_TEST_ADMIN\n"), {
+    env: { ...process.env, GATEHOUSE_TEST_ADMIN: adminToken },
+    adminListen: { host: "0.0.0.0", port: 0 },
+  });
+  t.teardown(() => g.close());
+  const port = g.gatehouse.adminAddress.port;
+  // The file the CLI is given: the listener on every interface, which it reaches on loopback.
+  const file = join(g.dir, "cli.config.yaml");
+  await writeFile(
+    file,
+    await config(`admin_listen: 0.0.0.0:${port}\nadmin_token_env: GATEHOUSE_TEST_ADMIN\n`),
+  );
+  const unset = { GATEHOUSE_ADMIN_TOKEN: "", GATEHOUSE_ADMIN_URL: "" };
+  const found = await cli(["limits", "show", "reporting-app", "--config", file], {
+    ...unset,
+    GATEHOUSE_TEST_ADMIN: adminToken,
+  });
+  t.equal(found.stderr, "");
+  t.match(found.stdout, /^client reporting-app {2}plan standard\n/);
+  t.equal(found.code, 0, "the address and the token's variable come from the file");
+  const short = await cli(["limits", "show", "reporting-app", "-c", file], unset);
+  t.equal(short.code, 1);
+  t.equal(
+    short.stderr,
+    "gatehouse limits: 401 unauthorized: the admin API needs its bearer token\n" +
+      "set $GATEHOUSE_TEST_ADMIN, which admin_token_env names in the config, to the admin token (or set $GATEHOUSE_ADMIN_TOKEN)\n",
+  );
+  const explicit = await cli(["limits", "show", "reporting-app", "--config", file], {
+    ...unset,
+    GATEHOUSE_TEST_ADMIN: adminToken,
+    GATEHOUSE_ADMIN_TOKEN: "wrong",
+  });
+  t.equal(explicit.code, 1, "$GATEHOUSE_ADMIN_TOKEN wins over the file's variable");
+  t.match(explicit.stderr, /\n\$GATEHOUSE_ADMIN_TOKEN is not the admin token: /);
+  const elsewhere = await refusingPort();
+  const admin = await cli(
+    ["limits", "show", "reporting-app", "--config", file, "--admin", `127.0.0.1:${elsewhere}`],
+    { ...unset, GATEHOUSE_TEST_ADMIN: adminToken },
+  );
+  t.equal(admin.code, 1, "--admin wins over the file's admin_listen");
+  t.match(admin.stderr, `at http://127.0.0.1:${elsewhere} (ECONNREFUSED); point to it with`);
+  const viaEnv = await cli(["limits", "reset", "reporting-app", "--config", file], {
+    GATEHOUSE_ADMIN_URL: `127.0.0.1:${elsewhere}`,
+    GATEHOUSE_ADMIN_TOKEN: adminToken,
+  });
+  t.equal(viaEnv.code, 0, "the file wins over $GATEHOUSE_ADMIN_URL");
+  const missing = await cli(["limits", "show", "x", "--config", join(g.dir, "nothing.yaml")]);
+  t.equal(missing.code, 1);
+  t.equal(missing.stderr, `${join(g.dir, "nothing.yaml")}:1:1 cannot be read (ENOENT)\n`);
+  await writeFile(file, await config("admin_listen: 127.0.0.1:0\n"));
+  const chosen = await cli(["limits", "show", "x", "--config", file]);
+  t.equal(chosen.code, 1);
+  t.equal(
+    chosen.stderr,
+    `gatehouse limits: admin_listen in ${file} has port 0, chosen at start: name the listener with --admin HOST:PORT\n`,
+  );
+  await writeFile(file, await config("admin_listen: 127.0.0.1\n"));
+  const invalid = await cli(["limits", "show", "x", "--config", file]);
+  t.equal(invalid.code, 1, "a file gatehouse would refuse is refused");
+  t.match(invalid.stderr, /^.*cli\.config\.yaml:\d+:15 admin_listen: must be HOST:PORT/);
+});
+
+t.test("--admin takes HOST:PORT without a scheme, IPv6 in brackets", async (t) => {
+  const g = await startTestGatehouse(await config());
+  t.teardown(() => g.close());
+  const port = g.gatehouse.adminAddress.port;
+  const shown = await cli(["limits", "show", "reporting-app", "--admin", `127.0.0.1:${port}`]);
+  t.equal(shown.code, 0);
+  t.match(shown.stdout, /^client reporting-app {2}plan standard\n/);
+  for (const wrong of ["ftp://127.0.0.1:9901", "127.0.0.1:99999", "[::1"]) {
+    const refused = await cli(["limits", "show", "x", "--admin", wrong]);
+    t.equal(refused.code, 2, wrong);
+    t.equal(
+      refused.stderr,
+      `gatehouse limits: --admin ${JSON.stringify(wrong)} is neither HOST:PORT nor an http(s) URL, such as 127.0.0.1:9901\n`,
+    );
+  }
+  const unavailable = await ipv6Unavailable();
+  if (unavailable !== false) {
+    t.comment(`IPv6 not tested: ${unavailable}`);
+    return;
+  }
+  const v6 = await startTestGatehouse(await config(), { adminListen: { host: "::1", port: 0 } });
+  t.teardown(() => v6.close());
+  const v6Port = v6.gatehouse.adminAddress.port;
+  const bracketed = await cli(["limits", "show", "reporting-app", "--admin", `[::1]:${v6Port}`]);
+  t.equal(bracketed.code, 0, "[::1]:PORT");
+  const file = join(v6.dir, "cli.config.yaml");
+  await writeFile(file, await config(`admin_listen: "[::]:${v6Port}"\n`));
+  const wildcard = await cli(["limits", "show", "reporting-app", "--config", file]);
+  t.equal(wildcard.code, 0, "admin_listen [::] is reached on ::1");
+});
+
+// Why an IPv6 loopback listener cannot be had here, or false when it can.
+async function ipv6Unavailable(): Promise<string | false> {
+  const server = createServer();
+  try {
+    await new Promise<void>((done, fail) => {
+      server.once("error", fail);
+      server.listen(0, "::1", done);
+    });
+    return false;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code ?? String(error);
+  } finally {
+    server.close();
+  }
+}
 
 async function withRedis(t: Test): Promise<string> {
   const redis = await startTestRedis();

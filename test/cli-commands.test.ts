@@ -67,7 +67,10 @@ t.test("usage errors exit 2 and say what was wrong", async (t) => {
       ["--config", "--json"],
       /--config needs a value \(for one that starts with -, write --config=--json\)/,
     ],
-    [["keygen", "--config", "x.yaml"], /--config is an option of run and check, not of keygen/],
+    [
+      ["keygen", "--config", "x.yaml"],
+      /--config is an option of run, check and limits, not of keygen/,
+    ],
     [["check", "--alg", "ES256"], /--alg is an option of keygen, not of check/],
     [["pubkey", "a.pem", "b.pem"], /unexpected argument "b\.pem": gatehouse pubkey \[FILE\]/],
     [["check", "extra"], /unexpected argument "extra"/],

@@ -184,6 +184,23 @@ t.test("hash-secret hashes stdin, stripping one trailing newline", async (t) => 
   }
 });
 
+t.test("hash-secret warns about a secret under 32 characters, and hashes it", async (t) => {
+  const short = "0123456789abcdef0123456789abcde";
+  const warned = gatehouse(["hash-secret"], `${short}\n`);
+  t.equal(warned.status, 0);
+  t.equal(
+    warned.stderr,
+    "gatehouse: warning: the secret is 31 characters; a client secret should be at least 32 random ones (128 bits in hex, RFC 6749 §10.10), such as openssl rand -hex 32 makes\n",
+  );
+  t.ok(await matches(warned.stdout.trim(), short), "the hash is printed all the same");
+  // Characters, not bytes: 31 two-byte letters are still too few.
+  t.match(gatehouse(["hash-secret"], "é".repeat(31)).stderr, /the secret is 31 characters/);
+  const enough = gatehouse(["hash-secret"], `${short}f\n`);
+  t.equal(enough.status, 0);
+  t.equal(enough.stderr, "", "32 characters: no warning");
+  t.ok(await matches(enough.stdout.trim(), `${short}f`));
+});
+
 t.test("hash-secret refuses an empty secret", async (t) => {
   for (const input of ["", "\n"]) {
     const result = gatehouse(["hash-secret"], input);

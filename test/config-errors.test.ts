@@ -203,6 +203,13 @@ const expected: Record<string, string[]> = {
   "yaml-syntax.yaml": [
     "4:1 YAML: Flow sequence in block collection must be sufficiently indented and end with a ]",
   ],
+  // The plan's name without its colon swallows the lines below it: only the YAML errors are said,
+  // not the unknown plan and the odd keys the parser's guess makes of the rest.
+  "yaml-plan-no-colon.yaml": [
+    "8:3 YAML: Implicit keys need to be on a single line",
+    "15:5 YAML: Flow sequence in block collection must be sufficiently indented and end with a ]",
+    "15:5 YAML: Implicit map keys need to be followed by map values",
+  ],
   "yaml11-boolean.yaml": ["4:12 limits.dry_run: must be true or false"],
   "zero-duration.yaml": [
     "4:8 tokens.ttl: must be a duration greater than zero, such as 500ms, 30s, 1m, 1h or 1d",

@@ -58,23 +58,46 @@ t.test("every manifest is valid against the Kubernetes schemas", async (t) => {
   // The validator catches what matters: a wrong type in the same place fails.
   const { Deployment } = await import("kubernetes-models/apps/v1/Deployment");
   const broken = structuredClone(byKind("Deployment")) as typeof deployment;
-  (broken.spec.template.spec.securityContext as Json).runAsUser = "node";
+  const brokenGatehouse = broken.spec.template.spec.containers.find((c) => c.name === "gatehouse");
+  (brokenGatehouse?.securityContext as Json).runAsUser = "node";
   t.throws(() => new Deployment(broken as never).validate(), /runAsUser must be integer/);
 });
 
-t.test("the pod runs as a numeric non-root user, each container locked down", async (t) => {
-  t.match(pod.securityContext, { runAsNonRoot: true, runAsUser: Number });
-  t.not((pod.securityContext as Json).runAsUser, 0);
+t.test("gatehouse's container runs as a numeric non-root user, locked down", async (t) => {
+  t.match(gatehouseContainer.securityContext, {
+    runAsNonRoot: true,
+    runAsUser: Number,
+    allowPrivilegeEscalation: false,
+    readOnlyRootFilesystem: true,
+    seccompProfile: { type: "RuntimeDefault" },
+  });
+  t.not(gatehouseContainer.securityContext?.runAsUser, 0);
+  t.strictSame(gatehouseContainer.securityContext?.capabilities?.drop, ["ALL"]);
   for (const container of pod.containers) {
-    t.match(
-      container.securityContext,
-      { allowPrivilegeEscalation: false, readOnlyRootFilesystem: true },
-      container.name,
-    );
-    t.strictSame(container.securityContext?.capabilities?.drop, ["ALL"], container.name);
     t.ok(container.resources?.requests?.memory, `${container.name} requests memory`);
     t.ok(container.resources?.limits?.memory, `${container.name} has a memory limit`);
   }
+});
+
+t.test("the application's container keeps its own security settings", async (t) => {
+  // A pod-level securityContext applies to every container, and its fsGroup to every volume.
+  t.equal(pod.securityContext, undefined, "nothing is set for the whole pod");
+  const app = pod.containers.find((c) => c.name !== "gatehouse") as Container;
+  t.equal(app.securityContext, undefined, "the example sets none for the application");
+  t.match(
+    manifestText,
+    /^ {10}# Its securityContext \(user, file system, capabilities\) is the application's own/m,
+    "and says it is the application's",
+  );
+  // Without an fsGroup the key's files belong to root: readable by others (0444), in the one
+  // container that mounts them.
+  const keys = pod.volumes.find((v) => v.name === "keys") as { secret: { defaultMode: number } };
+  t.equal(keys.secret.defaultMode, 0o444);
+  const mounting = pod.containers.filter((c) => c.volumeMounts?.some((m) => m.name === "keys"));
+  t.strictSame(
+    mounting.map((c) => c.name),
+    ["gatehouse"],
+  );
 });
 
 t.test("probes use gatehouse's health paths on its port", async (t) => {

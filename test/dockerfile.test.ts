@@ -5,6 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import dockerignore from "@balena/dockerignore";
 import t from "tap";
+import { parseConfigText } from "../src/config/load.js";
 import { startCli } from "./helpers/cli.js";
 import { startUpstream } from "./helpers/upstream.js";
 
@@ -53,6 +54,21 @@ t.test("every file copied from the build context exists and is in the context", 
       t.notOk(context.ignores(sample), `${source} is sent to the builder`);
     }
   }
+});
+
+t.test("the docker run line says listen must be 0.0.0.0 in a container", async (t) => {
+  const comments = dockerfile
+    .split("\n")
+    .filter((line) => line.startsWith("#"))
+    .map((line) => line.slice(1).trim())
+    .join(" ");
+  const run = /docker run (.*?) gatehouse:local/.exec(comments)?.[1] ?? "";
+  const { file } = parseConfigText("upstream:\n  url: http://127.0.0.1:3000\n", "default.yaml");
+  const port = file.listen.split(":")[1];
+  t.match(run, `-p ${port}:${port}`, "it publishes the default listen port");
+  t.match(comments, /listen must be 0\.0\.0\.0 in a container, whose 127\.0\.0\.1 is its own/);
+  t.match(comments, `\`listen: ${file.listen}\` (the default)`, "it names the default");
+  t.equal(file.listen, "0.0.0.0:8080");
 });
 
 // The files docker sends to the builder, by walking the folders .dockerignore lets through.

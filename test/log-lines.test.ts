@@ -4,9 +4,13 @@
  * and a reload naming what it changed.
  */
 import { generateKeyPairSync } from "node:crypto";
-import { writeFile } from "node:fs/promises";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import t from "tap";
+import { startCli } from "./helpers/cli.js";
 import { configFor, startTestGatehouse } from "./helpers/gatehouse.js";
 import { refusingPort } from "./helpers/ports.js";
 import { startTestRedis } from "./helpers/redis.js";
@@ -40,6 +44,57 @@ t.test("an unreachable upstream is logged with the error's code and syscall", as
     port,
   });
   t.type((line.err as Line).errno, "number");
+});
+
+t.test("a warning says the error's type and message; its stack only at debug level", async (t) => {
+  // A provider whose metadata names another issuer: a failed fetch of its keys, logged as a
+  // warning with the error that says why.
+  const provider = createServer((_req, res) => {
+    res.writeHead(200, { "content-type": "application/json" });
+    res.end(JSON.stringify({ issuer: `${origin}/realms/evil`, jwks_uri: `${origin}/certs` }));
+  });
+  await new Promise<void>((done) => provider.listen(0, "127.0.0.1", done));
+  t.teardown(() => provider.close());
+  const origin = `http://127.0.0.1:${(provider.address() as AddressInfo).port}`;
+  const dir = await mkdtemp(join(tmpdir(), "gatehouse-log-lines-"));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  const warning = async (level: string): Promise<Line> => {
+    const config = join(dir, `${level}.yaml`);
+    await writeFile(
+      config,
+      `listen: 127.0.0.1:0
+admin_listen: 127.0.0.1:0
+logging:
+  level: ${level}
+upstream:
+  url: http://127.0.0.1:9
+tokens:
+  trusted_issuers:
+    - name: corp
+      issuer: ${origin}/realms/corp
+`,
+    );
+    const cli = await startCli(["--config", config]);
+    t.teardown(() => cli.stop("SIGTERM"));
+    return cli.line(
+      (l) => l.msg === "issuer keys cannot be fetched; the last good keys stay in use",
+    );
+  };
+  const said = await warning("info");
+  t.equal(said.level, "warn");
+  t.equal(said.result, "issuer_mismatch");
+  t.strictSame(said.err, {
+    type: "KeysFetchFailed",
+    message: `the metadata of ${origin}/realms/corp names the issuer "${origin}/realms/evil"`,
+    result: "issuer_mismatch",
+    name: "KeysFetchFailed",
+  });
+  const debugged = await warning("debug");
+  t.match(
+    (debugged.err as Line).stack,
+    /^KeysFetchFailed: the metadata of .*\n\s+at /,
+    "at debug level, the stack as well",
+  );
 });
 
 t.test("Redis: connected, down with what on_outage does, then back again", async (t) => {

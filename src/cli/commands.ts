@@ -98,10 +98,10 @@ export const COMMANDS: readonly Command[] = [
   },
   {
     name: "limits",
-    usage: "limits show|reset ID [--address] [--admin URL] [--json]",
+    usage: "limits show|reset ID [--address] [--admin HOST:PORT] [--config FILE] [--json]",
     summary: "read or reset a client's counters through the admin API",
-    help: "show prints the counters as a table, reset resets them (for every replica on Redis).\n--address    ID is a client address, folded as the anonymous plan counts it\n--admin URL  the admin listener (default $GATEHOUSE_ADMIN_URL, else http://127.0.0.1:9901)\n--json       show: print the admin API's JSON instead of a table\nThe admin token, when admin_token_env is set, comes from $GATEHOUSE_ADMIN_TOKEN.",
-    options: ["address", "admin", "json"],
+    help: "show prints the counters as a table, reset resets them (for every replica on Redis).\n--address               ID is a client address, folded as the anonymous plan counts it\n--admin HOST:PORT       the admin listener, or its URL (https://...); default: admin_listen\n                        of --config FILE, else $GATEHOUSE_ADMIN_URL, else 127.0.0.1:9901\n--config FILE, -c FILE  find admin_listen and admin_token_env in gatehouse's config file\n--json                  show: print the admin API's JSON instead of a table\nThe admin token comes from $GATEHOUSE_ADMIN_TOKEN, else from the variable admin_token_env\nnames in --config FILE.",
+    options: ["address", "admin", "config", "json"],
     maxArgs: 2,
     run: async (input) => (await import("./limits.js")).limitsCommand(input),
   },

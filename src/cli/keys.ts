@@ -159,7 +159,17 @@ async function typedSecret(): Promise<string | undefined> {
   return secret;
 }
 
-/** Hashes a client secret typed on the terminal or read from stdin; 1 when there is none. */
+/**
+ * The shortest client secret hash-secret takes without a warning. RFC 6749 §10.10 asks that a
+ * credential be guessed with a probability of at most 2^-128: 128 random bits, 32 characters in
+ * hex, the form `openssl rand -hex 32` gives and the docs use (base64's `+` breaks HTTP Basic).
+ */
+const SHORTEST_SECRET = 32;
+
+/**
+ * Hashes a client secret typed on the terminal or read from stdin; 1 when there is none. A
+ * shorter secret than SHORTEST_SECRET is hashed all the same, with a warning on stderr.
+ */
 export async function hashSecretCommand(): Promise<number> {
   let secret: string | undefined;
   if (process.stdin.isTTY) {
@@ -177,6 +187,12 @@ export async function hashSecretCommand(): Promise<number> {
   if (secret === "") {
     process.stderr.write("gatehouse: hash-secret read an empty secret\n");
     return 1;
+  }
+  const length = [...secret].length;
+  if (length < SHORTEST_SECRET) {
+    process.stderr.write(
+      `gatehouse: warning: the secret is ${length} characters; a client secret should be at least ${SHORTEST_SECRET} random ones (128 bits in hex, RFC 6749 §10.10), such as openssl rand -hex 32 makes\n`,
+    );
   }
   process.stdout.write(`${await hashSecret(secret)}\n`);
   return 0;

@@ -1,17 +1,12 @@
 /**
  * What a configuration needs from its surroundings: the environment variables it names and the
  * key files it reads. Building a snapshot checks them fully; when the schema has already refused
- * the file, they are checked here on the raw data, so that one run reports every kind of problem.
+ * the file, they are checked on the raw data, so that one run reports every kind of problem.
  */
 import { resolve } from "node:path";
 import type { BuildProblem } from "./problem.js";
-import {
-  KEY_FILE_CAP,
-  readRegularFile,
-  readRegularFileSync,
-  unreadableReason,
-} from "./regular-file.js";
-import { digestNow, fileHash, type FilesRead } from "./named-files.js";
+import { KEY_FILE_CAP, readRegularFileWithin, unreadableReason } from "./regular-file.js";
+import { digestAfter, fileHash, type FilesRead } from "./named-files.js";
 
 /** Where relative key files are found, and the variables secrets are read from. */
 export interface Surroundings {
@@ -83,10 +78,10 @@ export async function readPem(
   const absolute = resolve(baseDir, file);
   let text: string;
   try {
-    text = await readRegularFile(absolute, KEY_FILE_CAP);
+    text = await readRegularFileWithin(absolute, KEY_FILE_CAP);
   } catch (error) {
     // What the watch will compare with: a key file over its cap still has a content to change.
-    read.set(absolute, await digestNow(absolute));
+    read.set(absolute, await digestAfter(absolute, error));
     problems.push(unreadableFile(file, error, path));
     return undefined;
   }
@@ -118,37 +113,66 @@ function variable(path: PropertyKey[], name: unknown, around: Surroundings): Bui
   return problem === undefined ? [] : [problem];
 }
 
-function readable(path: PropertyKey[], file: unknown, around: Surroundings): BuildProblem[] {
-  if (typeof file !== "string" || file === "") return [];
-  try {
-    return emptyFile(file, readRegularFileSync(resolve(around.baseDir, file), KEY_FILE_CAP), path);
-  } catch (error) {
-    return [unreadableFile(file, error, path)];
-  }
+/** A key file that raw config data names, and where. */
+export interface NamedKeyFile {
+  readonly path: readonly PropertyKey[];
+  readonly file: string;
 }
 
-/** The unset variables and unreadable key files that raw, unvalidated config data names. */
-export function environmentProblems(data: unknown, around: Surroundings): BuildProblem[] {
+function keyFile(path: PropertyKey[], file: unknown): NamedKeyFile[] {
+  return typeof file === "string" && file !== "" ? [{ path, file }] : [];
+}
+
+/**
+ * What raw, unvalidated config data needs from its surroundings: the problems of the variables it
+ * names, and the key files it names, which keyFileProblems reads (a read may wait, so it is not
+ * made where the data is parsed).
+ */
+export function environmentNeeds(
+  data: unknown,
+  around: Surroundings,
+): { readonly problems: BuildProblem[]; readonly keyFiles: NamedKeyFile[] } {
   const signing = field(field(data, "tokens"), "signing");
   const previous = field(field(data, "tokens"), "previous_keys");
-  const clients = field(data, "clients");
+  const listed = field(data, "clients");
+  const clients: unknown[] = Array.isArray(listed) ? listed : [];
   // As building does: HS256 reads its secret, the other algorithms their key files.
   const hs256 = field(signing, "algorithm") === "HS256";
-  return reported(
-    [
-      ...(hs256
-        ? variable(["tokens", "signing", "secret_env"], field(signing, "secret_env"), around)
-        : [
-            ...readable(["tokens", "signing", "key_file"], field(signing, "key_file"), around),
-            ...(Array.isArray(previous) ? previous : []).flatMap((file, index) =>
-              readable(["tokens", "previous_keys", index], file, around),
-            ),
-          ]),
-      ...(Array.isArray(clients) ? clients : []).flatMap((client, index) => [
-        ...variable(["clients", index, "secret_env"], field(client, "secret_env"), around),
-        ...readable(["clients", index, "jwks_file"], field(client, "jwks_file"), around),
-      ]),
-    ],
-    around,
-  );
+  const problems = [
+    ...(hs256
+      ? variable(["tokens", "signing", "secret_env"], field(signing, "secret_env"), around)
+      : []),
+    ...clients.flatMap((client, index) =>
+      variable(["clients", index, "secret_env"], field(client, "secret_env"), around),
+    ),
+  ];
+  const keyFiles = [
+    ...(hs256
+      ? []
+      : [
+          ...keyFile(["tokens", "signing", "key_file"], field(signing, "key_file")),
+          ...(Array.isArray(previous) ? previous : []).flatMap((file, index) =>
+            keyFile(["tokens", "previous_keys", index], file),
+          ),
+        ]),
+    ...clients.flatMap((client, index) =>
+      keyFile(["clients", index, "jwks_file"], field(client, "jwks_file")),
+    ),
+  ];
+  return { problems: reported(problems, around), keyFiles };
+}
+
+/** The problems of a key file that raw config data names: unreadable, or empty. */
+export async function keyFileProblems(
+  { path, file }: NamedKeyFile,
+  around: Surroundings,
+): Promise<BuildProblem[]> {
+  let problems: BuildProblem[];
+  try {
+    const text = await readRegularFileWithin(resolve(around.baseDir, file), KEY_FILE_CAP);
+    problems = emptyFile(file, text, path);
+  } catch (error) {
+    problems = [unreadableFile(file, error, path)];
+  }
+  return reported(problems, around);
 }

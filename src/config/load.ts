@@ -2,7 +2,7 @@
  * Reads the configuration file: YAML 1.2 (core schema, unique keys, bounded aliases), then the
  * schema. There is one reading: `check`, the start and every reload call parseConfigText, so a
  * file is accepted or refused the same way wherever it is read. Every problem is reported at
- * once, each with its line and column.
+ * once, each with its line and column; a file that is not well-formed YAML, only for that.
  */
 import {
   isAlias,
@@ -15,9 +15,14 @@ import {
   type Node,
 } from "yaml";
 import { z } from "zod";
-import { environmentProblems, type Surroundings } from "./environment.js";
+import {
+  environmentNeeds,
+  keyFileProblems,
+  type NamedKeyFile,
+  type Surroundings,
+} from "./environment.js";
 import { where } from "./key-path.js";
-import { CONFIG_CAP, readRegularFile, unreadableReason } from "./regular-file.js";
+import { CONFIG_CAP, readRegularFileWithin, unreadableReason } from "./regular-file.js";
 import { FileSchema, type FileConfig } from "./schema.js";
 import type { BuildProblem } from "./problem.js";
 import { configWarnings } from "./warnings.js";
@@ -29,6 +34,9 @@ export interface ConfigProblem {
   readonly message: string;
 }
 
+/** A key file a refused file names, at the line and column of its key. */
+export type LocatedKeyFile = NamedKeyFile & Position;
+
 /** The configuration could not be used; `problems` lists every reason. */
 export class ConfigError extends Error {
   readonly code = "invalid_config";
@@ -37,6 +45,8 @@ export class ConfigError extends Error {
   constructor(
     readonly file: string,
     found: readonly ConfigProblem[],
+    /** The key files a refused file names, still to be read by withKeyFileProblems. */
+    readonly keyFiles: readonly LocatedKeyFile[] = [],
   ) {
     const problems = [...found].sort((a, b) => a.line - b.line || a.col - b.col);
     super(problems.map((p) => `${file}:${p.line}:${p.col} ${p.message}`).join("\n"));
@@ -96,7 +106,7 @@ function readDocument(text: string): Document {
 /** Reads `path` whole; throws ConfigError when it cannot be read. */
 export async function readConfigText(path: string): Promise<string> {
   try {
-    return await readRegularFile(path, CONFIG_CAP);
+    return await readRegularFileWithin(path, CONFIG_CAP);
   } catch (error) {
     const reason = unreadableReason(error);
     const problems = [{ line: 1, col: 1, message: `cannot be read (${reason})` }];
@@ -114,54 +124,80 @@ type Found = { readonly offset: number; readonly message: string };
 
 /**
  * Parses and validates configuration text; `name` is used in error messages. With `around`, a
- * file that is refused is also checked for unset variables and unreadable key files, so that the
- * error lists every kind of problem at once.
+ * file that is refused is also checked for unset variables, and its error names the key files to
+ * read for withKeyFileProblems, so that the error lists every kind of problem at once.
  */
 export function parseConfigText(text: string, name: string, around?: Surroundings): ParsedConfig {
   const doc = readDocument(text);
-  const broken = doc.errors.map((e) => e.pos[0]);
-  const found: Found[] = doc.errors.map((e) => ({
-    offset: e.pos[0],
-    message: yamlMessage(e.code, e.message),
-  }));
+  // A file that is not well-formed YAML is refused for that alone: around an error the parser
+  // guesses (a key cut short swallows the lines below it, a mapping ends early), and the schema's
+  // verdict on that guess would name lines and plans the author did not get wrong.
+  if (doc.errors.length > 0) {
+    const found = doc.errors.map((e) => ({
+      offset: e.pos[0],
+      message: yamlMessage(e.code, e.message),
+    }));
+    throw refused(name, text, found);
+  }
   let data: unknown;
   try {
     data = doc.toJS({ maxAliasCount: 100 }) ?? {};
   } catch (error) {
-    found.push({ offset: 0, message: `YAML: ${(error as Error).message}` });
-    throw refused(name, text, found);
+    throw refused(name, text, [{ offset: 0, message: `YAML: ${(error as Error).message}` }]);
   }
   const result = FileSchema.safeParse(data, { reportInput: true });
-  if (result.success && found.length === 0) {
+  if (result.success) {
     const warnings = located(text, doc, configWarnings(result.data, around?.env ?? {}));
     const parsed = { file: result.data, text, warnings };
     documents.set(parsed, doc);
     return parsed;
   }
-  const aboutData = result.success
-    ? []
-    : result.error.issues.flatMap((issue) => describeIssue(issue, doc));
-  for (const { path, message } of around ? environmentProblems(data, around) : []) {
-    aboutData.push({
-      path,
-      offset: offsetOf(doc, path),
-      message: `${where(path)}: ${message}`,
-    });
+  const found: Found[] = result.error.issues.flatMap((issue) => describeIssue(issue, doc));
+  const needs = around === undefined ? undefined : environmentNeeds(data, around);
+  for (const { path, message } of needs?.problems ?? []) {
+    found.push({ offset: offsetOf(doc, path), message: `${where(path)}: ${message}` });
   }
-  // Where the parser met an error, what it made of the text is a guess: the schema's verdict on
-  // that guess would name lines the author did not get wrong.
-  for (const problem of aboutData) {
-    if (!broken.some((offset) => within(doc, problem.path, offset))) found.push(problem);
-  }
-  throw refused(name, text, found);
+  const keyFiles = (needs?.keyFiles ?? []).map((named) => ({
+    ...named,
+    offset: offsetOf(doc, named.path),
+  }));
+  throw refused(name, text, found, keyFiles);
 }
 
-function refused(name: string, text: string, found: readonly Found[]): ConfigError {
+function refused(
+  name: string,
+  text: string,
+  found: readonly Found[],
+  keyFiles: ReadonlyArray<NamedKeyFile & { readonly offset: number }> = [],
+): ConfigError {
   const at = positions(text);
   return new ConfigError(
     name,
     found.map(({ offset, message }) => ({ ...at(offset), message })),
+    keyFiles.map(({ path, file, offset }) => ({ path, file, ...at(offset) })),
   );
+}
+
+/**
+ * `error` with the problems of the key files a refused file names (unreadable, empty), each at
+ * its key's line and column. They are read here, not where the text was parsed, since a read of
+ * a file system that does not answer may wait (for READ_WAIT_MS, at most).
+ */
+export async function withKeyFileProblems(
+  error: ConfigError,
+  around: Surroundings,
+): Promise<ConfigError> {
+  if (error.keyFiles.length === 0) return error;
+  const found = await Promise.all(
+    error.keyFiles.map(async (named) =>
+      (await keyFileProblems(named, around)).map(({ path, message }) => ({
+        line: named.line,
+        col: named.col,
+        message: `${where(path)}: ${message}`,
+      })),
+    ),
+  );
+  return new ConfigError(error.file, [...error.problems, ...found.flat()]);
 }
 
 function yamlMessage(code: string, message: string): string {
@@ -191,14 +227,10 @@ function positions(text: string): (offset: number) => Position {
   };
 }
 
-/** A schema problem: the data path it is about, and the offset it is reported at. */
-type SchemaProblem = Found & { readonly path: readonly PropertyKey[] };
-
-function describeIssue(issue: z.core.$ZodIssue, doc: Document): SchemaProblem[] {
+function describeIssue(issue: z.core.$ZodIssue, doc: Document): Found[] {
   const path = issue.path;
   if (issue.code === "unrecognized_keys") {
     return issue.keys.map((key) => ({
-      path: [...path, key],
       offset: keyOffset(doc, path, key),
       message: `${where([...path, key])}: unknown key${suggestion(key, allowedKeys(path))}`,
     }));
@@ -208,7 +240,6 @@ function describeIssue(issue: z.core.$ZodIssue, doc: Document): SchemaProblem[] 
     const key = String(path[path.length - 1]);
     const parent = path.slice(0, -1);
     return issue.issues.map((inner) => ({
-      path,
       offset: keyOffset(doc, parent, key),
       message: `${where(path)}: ${inner.message}`,
     }));
@@ -217,7 +248,7 @@ function describeIssue(issue: z.core.$ZodIssue, doc: Document): SchemaProblem[] 
     issue.code === "invalid_type" && issue.input === undefined
       ? missing(issue.message)
       : issue.message;
-  return [{ path, offset: offsetOf(doc, path), message: `${where(path)}: ${message}` }];
+  return [{ offset: offsetOf(doc, path), message: `${where(path)}: ${message}` }];
 }
 
 function missing(message: string): string {
@@ -323,40 +354,4 @@ function keyIn(doc: Document, node: unknown, key: string, otherwise: number): nu
     }
   }
   return otherwise;
-}
-
-function rangeStart(node: unknown): number | undefined {
-  return (node as Node | null | undefined)?.range?.[0];
-}
-
-/**
- * Whether `offset` lies in the entry `path` names, or in the deepest entry along it that the
- * document has: an entry runs from its key (or its sequence item) to the next entry of its
- * collection, or to its collection's end.
- */
-function within(doc: Document, path: readonly PropertyKey[], offset: number): boolean {
-  let node: unknown = doc.contents;
-  let start = 0;
-  let end = Infinity;
-  for (const key of path) {
-    const container = isAlias(node) ? node.resolve(doc) : node;
-    let starts: Array<number | undefined>;
-    let index: number;
-    if (isSeq(container)) {
-      starts = container.items.map(rangeStart);
-      index = Number(key);
-      node = container.items[index];
-    } else if (isMap(container)) {
-      starts = container.items.map((pair) => rangeStart(pair.key) ?? rangeStart(pair.value));
-      index = container.items.findIndex(
-        (pair) => isScalar(pair.key) && String(pair.key.value) === String(key),
-      );
-      node = container.items[index]?.value;
-    } else break;
-    const from = starts[index];
-    if (from === undefined) break;
-    start = from;
-    end = starts.slice(index + 1).find((next) => next !== undefined) ?? end;
-  }
-  return start <= offset && offset < end;
 }

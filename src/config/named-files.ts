@@ -4,7 +4,7 @@
  * replaced under an unchanged config is a change) and what the watch compares the disk with.
  */
 import { createHash } from "node:crypto";
-import { CONFIG_CAP, readRegularFile } from "./regular-file.js";
+import { CONFIG_CAP, readRegularFileWithin, UnansweredRead } from "./regular-file.js";
 
 /** Absolute path -> digest of what the file held, or of why it could not be read. */
 export type FileDigests = ReadonlyMap<string, string>;
@@ -25,10 +25,21 @@ function unreadableDigest(error: unknown): string {
 /** What `path` holds now, as a reading would record it. */
 export async function digestNow(path: string): Promise<string> {
   try {
-    return fileHash(await readRegularFile(path, CONFIG_CAP));
+    return fileHash(await readRegularFileWithin(path, CONFIG_CAP));
   } catch (error) {
     return unreadableDigest(error);
   }
+}
+
+/**
+ * What to record for `path`, whose reading failed with `error`: what it holds now (a file over
+ * its cap has a content the watch compares), or, when the read got no answer, that it got none,
+ * without asking a file system that is not answering again.
+ */
+export function digestAfter(path: string, error: unknown): Promise<string> {
+  return error instanceof UnansweredRead
+    ? Promise.resolve(unreadableDigest(error))
+    : digestNow(path);
 }
 
 /** One digest for all the files read, whatever the order they were read in. */

@@ -7,7 +7,13 @@ import { setImmediate as nextTurn } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import { Worker } from "node:worker_threads";
 import type { Surroundings } from "./environment.js";
-import { ConfigError, parseConfigText, type ConfigProblem, type ParsedConfig } from "./load.js";
+import {
+  ConfigError,
+  parseConfigText,
+  type ConfigProblem,
+  type LocatedKeyFile,
+  type ParsedConfig,
+} from "./load.js";
 import type { ParseReply, ParseRequest } from "./parse-worker.js";
 import type { RouteConfig } from "./schema.js";
 
@@ -30,7 +36,8 @@ export async function parseForReload(
   return parseOffThread(text, name, around);
 }
 
-type WorkerMessage = { parsed: ParseReply } | { problems: ConfigProblem[] };
+type WorkerMessage =
+  { parsed: ParseReply } | { problems: ConfigProblem[]; keyFiles: LocatedKeyFile[] };
 
 // The parsed file from the worker's reply, its routes read a slice per turn of the event loop.
 async function assembled({ file, routes: slices, ...rest }: ParseReply): Promise<ParsedConfig> {
@@ -57,7 +64,7 @@ function parseOffThread(text: string, name: string, around: Surroundings): Promi
     worker.once("exit", (code) => {
       if (reply === undefined) reject(new Error(`the config parser exited with ${code}`));
       else if ("parsed" in reply) resolve(assembled(reply.parsed));
-      else reject(new ConfigError(name, reply.problems));
+      else reject(new ConfigError(name, reply.problems, reply.keyFiles));
     });
   });
 }

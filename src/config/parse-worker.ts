@@ -39,5 +39,5 @@ try {
   parentPort?.postMessage({ parsed: reply });
 } catch (error) {
   if (!(error instanceof ConfigError)) throw error;
-  parentPort?.postMessage({ problems: error.problems });
+  parentPort?.postMessage({ problems: error.problems, keyFiles: error.keyFiles });
 }

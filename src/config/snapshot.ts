@@ -10,6 +10,7 @@ import {
   locateProblems,
   parseConfigText,
   readConfigText,
+  withKeyFileProblems,
   type ConfigProblem,
   type ParsedConfig,
 } from "./load.js";
@@ -106,7 +107,8 @@ export async function loadSnapshot(path: string, options: BuildOptions): Promise
   try {
     text = await readConfigText(path);
   } catch (error) {
-    // Recorded as the watch sees it, by the reason it cannot be read.
+    // Recorded as the watch sees it, by the reason it cannot be read (a read that got no answer
+    // is not waited for again: this one fails at once).
     read.set(resolve(path), await digestNow(resolve(path)));
     throw error;
   }
@@ -117,7 +119,11 @@ export async function loadSnapshot(path: string, options: BuildOptions): Promise
     baseDir: dirname(resolve(path)),
     withoutEnvironment: options.withoutEnvironment,
   };
-  const parsed = await (options.parse ?? parseInline)(text, path, around);
+  const parsed = await (options.parse ?? parseInline)(text, path, around).catch(
+    async (error: unknown) => {
+      throw error instanceof ConfigError ? await withKeyFileProblems(error, around) : error;
+    },
+  );
   return buildSnapshot(parsed, { ...options, source: path, hash, read });
 }
 

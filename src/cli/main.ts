@@ -62,7 +62,8 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
   for (const option of Object.keys(values)) {
     if (!command.options.includes(option)) {
       const owners = COMMANDS.filter((other) => other.options.includes(option));
-      const of = owners.map((owner) => owner.name).join(" and ");
+      // "run and check", "run, check and token".
+      const of = new Intl.ListFormat("en-GB").format(owners.map((owner) => owner.name));
       return usageError(`--${option} is an option of ${of}, not of ${name}`);
     }
   }

@@ -6,7 +6,17 @@ import t from "tap";
 // The CLI is tested by running the built command (`npm test` builds before tap runs).
 const CLI = "dist/src/cli.js";
 const { version } = JSON.parse(await readFile("package.json", "utf8")) as { version: string };
-const COMMANDS = ["run", "check", "hash-secret", "keygen", "pubkey", "limits", "version", "help"];
+const COMMANDS = [
+  "run",
+  "check",
+  "token",
+  "hash-secret",
+  "keygen",
+  "pubkey",
+  "limits",
+  "version",
+  "help",
+];
 
 function gatehouse(args: string[], input = "", env: NodeJS.ProcessEnv = {}) {
   return spawnSync(process.execPath, [CLI, ...args], {
@@ -63,13 +73,14 @@ t.test("usage errors exit 2 and say what was wrong", async (t) => {
     ],
     [["-v"], /^gatehouse: unknown option -v; gatehouse help lists every command and its options\n/],
     [["--json=yes", "limits"], /^gatehouse: --json takes no value\n/],
+    [["check", "--json"], /^gatehouse: --json is an option of token and limits, not of check\n/],
     [
       ["--config", "--json"],
       /--config needs a value \(for one that starts with -, write --config=--json\)/,
     ],
     [
       ["keygen", "--config", "x.yaml"],
-      /--config is an option of run, check and limits, not of keygen/,
+      /--config is an option of run, check, token and limits, not of keygen/,
     ],
     [["check", "--alg", "ES256"], /--alg is an option of keygen, not of check/],
     [["pubkey", "a.pem", "b.pem"], /unexpected argument "b\.pem": gatehouse pubkey \[FILE\]/],

@@ -39,6 +39,7 @@ export const OPTIONS = {
   json: { type: "boolean" },
   out: { type: "string", short: "o" },
   "no-env": { type: "boolean" },
+  token: { type: "string" },
 } as const;
 
 const CONFIG_HELP = `--config FILE, -c FILE  the configuration file (default: $GATEHOUSE_CONFIG, else ./proxy.config.yaml)`;
@@ -63,6 +64,16 @@ export const COMMANDS: readonly Command[] = [
     maxArgs: 0,
     run: async ({ values, env }) =>
       (await import("./serve.js")).check(configPath(values, env), env, values["no-env"] === true),
+  },
+  {
+    name: "token",
+    usage: "token check [--config FILE] [--token TOKEN] [--json]",
+    summary: "say whether the proxy would accept a bearer token, and why",
+    help: `Reads the token on stdin (unseen on a terminal), or from --token; surrounding whitespace and a\nleading "Bearer " are dropped. Prints the token's header and claims (never the token or its\nsignature), the issuer and key it names, the verdict of the proxy's own verifier, and for an\naccepted token its client, plan, scopes and the bearer routes it may call. Exits 0 when the\ntoken is accepted, 1 when it is refused.\n${CONFIG_HELP}\n--token TOKEN           the token (it then shows in the shell's history and the process list)\n--json                  print the same facts as one JSON object`,
+    options: ["config", "token", "json"],
+    maxArgs: 1,
+    run: async (input) =>
+      (await import("./token-check.js")).tokenCommand(input, configPath(input.values, input.env)),
   },
   {
     name: "hash-secret",

@@ -62,9 +62,8 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
   for (const option of Object.keys(values)) {
     if (!command.options.includes(option)) {
       const owners = COMMANDS.filter((other) => other.options.includes(option));
-      const names = owners.map((owner) => owner.name);
-      const of =
-        names.length < 2 ? names.join("") : `${names.slice(0, -1).join(", ")} and ${names.at(-1)}`;
+      // "run and check", "run, check and token".
+      const of = new Intl.ListFormat("en-GB").format(owners.map((owner) => owner.name));
       return usageError(`--${option} is an option of ${of}, not of ${name}`);
     }
   }

@@ -2,7 +2,8 @@
  * What gatehouse refuses from a trusted issuer (RFC 8725, RFC 9068 §4; docs/identity-providers.md):
  * tokens crafted byte by byte with the provider's own RSA key, each wrong in one way, and
  * providers that answer their metadata or JWKS wrongly or with hostile content. Every refused
- * token is a 401 invalid_token; a provider whose keys cannot be read answers an unknown kid 503.
+ * token is a 401 invalid_token naming the rule it broke, in words in its challenge and as its
+ * access line's reason; a provider whose keys cannot be read answers an unknown kid 503.
  */
 import { createPublicKey, createHmac, generateKeyPairSync, type KeyObject } from "node:crypto";
 import { createServer, type ServerResponse } from "node:http";
@@ -14,6 +15,7 @@ import { manualClock } from "./helpers/clock.js";
 import { configFor, startTestGatehouse, type TestGatehouse } from "./helpers/gatehouse.js";
 import { metric } from "./helpers/metrics.js";
 import { providerKey } from "./helpers/provider.js";
+import { BEARER_REFUSALS, type TokenRule } from "../src/tokens/refusal-reasons.js";
 import { startUpstream } from "./helpers/upstream.js";
 
 const AUDIENCE = "https://api.example.com";
@@ -129,10 +131,37 @@ function call(token: string, from: TestGatehouse = g): Promise<ClientResponse> {
   return send(`${from.url}/v1/items`, { headers: { authorization: `Bearer ${token}` } });
 }
 
-function refused(t: Test, answer: ClientResponse, what: string): void {
+/**
+ * Checks that `token` sent to `from` is refused for `rule`: 401 invalid_token whose challenge and
+ * message say the rule's words, its access line's reason, and nothing of the token in either.
+ */
+async function refused(
+  t: Test,
+  token: string,
+  rule: TokenRule,
+  what: string,
+  from: TestGatehouse = g,
+): Promise<ClientResponse> {
+  const answer = await call(token, from);
+  const words = BEARER_REFUSALS[rule];
   t.equal(answer.status, 401, what);
-  t.equal(json(answer).error, "invalid_token", what);
-  t.match(String(answer.headers["www-authenticate"]), /error="invalid_token"/, what);
+  t.match(json(answer), { error: "invalid_token", message: words }, what);
+  // RFC 9728 §5.1: the challenge ends with where the resource's metadata is.
+  t.equal(
+    String(answer.headers["www-authenticate"]).replace(/, resource_metadata="[^"]+"$/, ""),
+    `Bearer realm="gatehouse", error="invalid_token", error_description="${words}"`,
+    what,
+  );
+  const id = String(answer.headers["x-request-id"]);
+  const line = await from.logged((entry) => entry.requestId === id && entry.msg === "request");
+  t.equal(line.reason, `bearer_${rule}`, `${what}: the access line's reason`);
+  const seen = JSON.stringify([answer.rawHeaders, answer.body.toString("utf8"), line]);
+  const pieces = token.split(".").filter((piece) => piece.length >= 8);
+  t.notOk(
+    pieces.some((piece) => seen.includes(piece)),
+    `${what}: nothing of the token echoed`,
+  );
+  return answer;
 }
 
 t.test("a well-formed token is accepted, as the control for every refusal below", async (t) => {
@@ -151,19 +180,26 @@ t.test("a well-formed token is accepted, as the control for every refusal below"
 });
 
 t.test("RFC 8725 §2.1: alg none and HS256 keyed with the public key", async (t) => {
-  const none = `${b64({ alg: "none", typ: "at+jwt", kid: key.kid })}.${b64(payload())}.`;
-  refused(t, await call(none), "alg none");
+  // Without a signature it is not even a JWS; with one, its alg is refused before any key.
+  const none = `${b64({ alg: "none", typ: "at+jwt", kid: key.kid })}.${b64(payload())}`;
+  await refused(t, `${none}.`, "not_a_jwt", "alg none, no signature");
+  await refused(t, `${none}.AAAA`, "algorithm", "alg none");
   const pem = createPublicKey(key.privateKey as unknown as KeyObject)
     .export({ type: "spki", format: "pem" })
     .toString();
   const input = `${b64({ alg: "HS256", typ: "at+jwt", kid: key.kid })}.${b64(payload())}`;
   const mac = createHmac("sha256", pem).update(input).digest("base64url");
-  refused(t, await call(`${input}.${mac}`), "HS256 with the RSA public key as the secret");
+  await refused(t, `${input}.${mac}`, "algorithm", "HS256 with the RSA public key as the secret");
   const hmacMember = `${b64({ alg: "HS256", kid: "hmac-member" })}.${b64(payload())}`;
   const withSecret = createHmac("sha256", Buffer.from("secret"))
     .update(hmacMember)
     .digest("base64url");
-  refused(t, await call(`${hmacMember}.${withSecret}`), "HS256 with a secret the JWKS published");
+  await refused(
+    t,
+    `${hmacMember}.${withSecret}`,
+    "algorithm",
+    "HS256 with a secret the JWKS published",
+  );
 });
 
 t.test("a key the JWKS carries with private parts or for encryption is never used", async (t) => {
@@ -174,8 +210,8 @@ t.test("a key the JWKS carries with private parts or for encryption is never use
     .setIssuedAt()
     .setExpirationTime("5m")
     .sign(strayPrivate);
-  refused(t, await call(withPrivate), "a member carrying d");
-  refused(t, await call(await signed(CLAIMS, { kid: "encryption-member" })), "use: enc");
+  await refused(t, withPrivate, "unknown_kid", "a member carrying d");
+  await refused(t, await signed(CLAIMS, { kid: "encryption-member" }), "unknown_kid", "use: enc");
 });
 
 t.test("cnf: a sender-constrained token is never taken as a bearer token", async (t) => {
@@ -183,17 +219,24 @@ t.test("cnf: a sender-constrained token is never taken as a bearer token", async
     ...CLAIMS,
     cnf: { jkt: "0ZcOCORZNYy-DWpqq30jZyJGHTN0d2HglBV3uiguA4I" },
   });
-  const answer = await call(bound);
-  refused(t, answer, "cnf");
+  const answer = await refused(t, bound, "binding", "cnf");
   t.match(
     String(answer.headers["www-authenticate"]),
     'error_description="sender-constrained tokens are not supported"',
   );
 });
 
+/** A token of the provider's key with `claims` exactly as given, `iss` and `aud` included. */
+function withClaims(claims: Record<string, unknown>): Promise<string> {
+  return new SignJWT(claims)
+    .setProtectedHeader({ alg: "RS256", typ: "at+jwt", kid: key.kid })
+    .sign(key.privateKey);
+}
+
 t.test("wrong aud, wrong iss, another key, typ, time claims and the client claim", async (t) => {
-  refused(t, await call(await signed(CLAIMS, {}, "https://other.example.com")), "aud");
-  refused(t, await call(await signed(CLAIMS, {}, AUDIENCE, `${keys.origin}/realms/other`)), "iss");
+  await refused(t, await signed(CLAIMS, {}, "https://other.example.com"), "audience", "aud");
+  const otherIss = await signed(CLAIMS, {}, AUDIENCE, `${keys.origin}/realms/other`);
+  await refused(t, otherIss, "issuer", "iss");
   const other = await providerKey();
   const forged = await new SignJWT(CLAIMS)
     .setProtectedHeader({ alg: "RS256", typ: "at+jwt", kid: key.kid })
@@ -202,49 +245,34 @@ t.test("wrong aud, wrong iss, another key, typ, time claims and the client claim
     .setIssuedAt()
     .setExpirationTime("5m")
     .sign(other.privateKey);
-  refused(t, await call(forged), "signed by another key under the provider's kid");
-  refused(t, await call(await signed(CLAIMS, { typ: "id+jwt" })), "typ");
+  await refused(t, forged, "signature", "signed by another key under the provider's kid");
+  await refused(t, await signed(CLAIMS, { typ: "id+jwt" }), "typ", "typ");
   // Not a string: refused as any other typ, never a 500.
   for (const typ of [123, ["at+jwt"], null, { at: "jwt" }]) {
-    refused(t, await call(await signed(CLAIMS, { typ })), `typ ${JSON.stringify(typ)}`);
+    await refused(t, await signed(CLAIMS, { typ }), "typ", `typ ${JSON.stringify(typ)}`);
   }
   // A scope the scopes header could not carry: refused, never a 500, and never remembered.
   for (const scope of ["items:read\r\nX-Admin: yes", "items:read\u007f", "items:\u0100read"]) {
     const token = await signed({ ...CLAIMS, scope });
-    refused(t, await call(token), `scope ${JSON.stringify(scope)}`);
-    refused(t, await call(token), `scope ${JSON.stringify(scope)}, asked again`);
+    await refused(t, token, "claims", `scope ${JSON.stringify(scope)}`);
+    await refused(t, token, "claims", `scope ${JSON.stringify(scope)}, asked again`);
   }
-  refused(
-    t,
-    await call(await signed({ client_id: "billing", scp: ["items:read", "a\tb"] })),
-    "scp",
-  );
-  const future = await new SignJWT(CLAIMS)
-    .setProtectedHeader({ alg: "RS256", typ: "at+jwt", kid: key.kid })
-    .setIssuer(ISSUER)
-    .setAudience(AUDIENCE)
-    .setIssuedAt(nowS() + 3600)
-    .setExpirationTime(nowS() + 7200)
-    .sign(key.privateKey);
-  refused(t, await call(future), "iat in the future");
-  const noExp = await new SignJWT(CLAIMS)
-    .setProtectedHeader({ alg: "RS256", typ: "at+jwt", kid: key.kid })
-    .setIssuer(ISSUER)
-    .setAudience(AUDIENCE)
-    .setIssuedAt()
-    .sign(key.privateKey);
-  refused(t, await call(noExp), "no exp");
-  refused(
-    t,
-    await call(await signed({ client_id: "", azp: "billing" })),
-    "empty client_id, no fallback",
-  );
-  refused(t, await call(await signed({ client_id: 7 })), "client_id not a string");
-  refused(
-    t,
-    await call(await signed({ client_id: "stranger" })),
-    "unlisted, the issuer has no plan",
-  );
+  const scp = await signed({ client_id: "billing", scp: ["items:read", "a\tb"] });
+  await refused(t, scp, "claims", "scp");
+  const base = payload();
+  await refused(t, await withClaims({ ...base, iat: nowS() + 3600 }), "not_yet_valid", "iat");
+  await refused(t, await withClaims({ ...base, nbf: nowS() + 3600 }), "not_yet_valid", "nbf");
+  const past = { ...base, iat: nowS() - 600, exp: nowS() - 300 };
+  await refused(t, await withClaims(past), "expired", "exp in the past");
+  await refused(t, await withClaims({ ...base, exp: undefined }), "claims", "no exp");
+  await refused(t, await withClaims({ ...base, exp: "soon" }), "claims", "exp not a number");
+  await refused(t, await withClaims({ ...base, aud: undefined }), "audience", "no aud");
+  const emptyId = await signed({ client_id: "", azp: "billing" });
+  await refused(t, emptyId, "claims", "empty client_id, no fallback");
+  await refused(t, await signed({ client_id: 7 }), "claims", "client_id not a string");
+  const stranger = await signed({ client_id: "stranger" });
+  await refused(t, stranger, "client_unknown", "unlisted, the issuer has no plan");
+  await refused(t, "2YotnFZFEjr1zCsicMWpAA", "not_a_jwt", "an opaque token");
 });
 
 t.test("discovery naming another issuer is a failed fetch, never a reason to use it", async (t) => {
@@ -308,5 +336,5 @@ t.test("keys of one provider never verify another's tokens", async (t) => {
   t.ok(await eventually(async () => (await fetched(h, "ok", "second")) === 1));
   // Signed with corp's key, naming the second issuer: the second issuer's (empty) set decides.
   const token = await signed(CLAIMS, {}, AUDIENCE, `${keys.origin}/realms/second`);
-  refused(t, await call(token, h), "another issuer's key");
+  await refused(t, token, "unknown_kid", "another issuer's key", h);
 });

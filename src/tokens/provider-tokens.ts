@@ -7,7 +7,7 @@ import { errors, jwtVerify, type JWTHeaderParameters, type JWTPayload } from "jo
 import type { GrantedScopes } from "../core/context.js";
 import type { TrustedIssuer } from "./settings.js";
 import type { IssuerKeySet, KeyChooser } from "./issuer-keys.js";
-import { NO_SCOPES, TokenRejected, type VerifiedToken } from "./verified.js";
+import { NO_SCOPES, rejectionOf, TokenRejected, type VerifiedToken } from "./verified.js";
 import { mediaTypeOf, mediaTypes } from "./media-type.js";
 
 /** A provider's unknown `kid` while its keys cannot be fetched: 503, never 401. */
@@ -109,11 +109,11 @@ function checkHeaderAndTime(
   toleranceS: number,
 ): void {
   if (header.typ !== undefined && !ACCEPTED_TYP.has(mediaTypeOf(header.typ) ?? "")) {
-    throw new TokenRejected("claims", "typ must be at+jwt or JWT (any case, application/ or not)");
+    throw new TokenRejected("typ", "typ must be at+jwt or JWT (any case, application/ or not)");
   }
   // jose checks iat only against a maximum age; an iat in the future is a forged or broken clock.
   if (payload.iat !== undefined && payload.iat > nowS + toleranceS) {
-    throw new TokenRejected("claims", "iat is in the future");
+    throw new TokenRejected("not_yet_valid", "iat is in the future");
   }
 }
 
@@ -137,21 +137,19 @@ export async function verifyProviderToken(
       currentDate: new Date(nowMs),
     });
   } catch (error) {
-    if (error instanceof TokenRejected || error instanceof KeysUnavailable) throw error;
-    const reason = error instanceof errors.JWTExpired ? "expired" : "invalid";
-    throw new TokenRejected(reason, (error as Error).message);
+    throw error instanceof KeysUnavailable ? error : rejectionOf(error);
   }
   const { payload, protectedHeader } = verified;
   checkHeaderAndTime(protectedHeader, payload, nowMs / 1000, toleranceS);
   // RFC 9449 §6, RFC 8705 §3: a token bound to a key is only good with proof of that key, which a
   // bearer request does not carry.
   if (payload.cnf !== undefined) {
-    throw new TokenRejected("sender_constrained", "sender-constrained tokens are not supported");
+    throw new TokenRejected("binding", "the token is bound to a key (cnf)");
   }
   const clientId = clientIdOf(payload, issuer.clientClaim);
   const listed = issuer.clients.get(clientId);
   if (listed === undefined && issuer.plan === undefined) {
-    throw new TokenRejected("unknown_client", "the issuer's client is not listed");
+    throw new TokenRejected("client_unknown", "the issuer's client is not listed");
   }
   // The upstream reads X-Client-Id alone: an unlisted provider client with the id of one of
   // gatehouse's own would reach it as that client. Listing it under the issuer says it is meant.

@@ -3,7 +3,8 @@
  * tokens crafted byte by byte with the provider's own RSA key, each wrong in one way, and
  * providers that answer their metadata or JWKS wrongly or with hostile content. Every refused
  * token is a 401 invalid_token naming the rule it broke, in words in its challenge and as its
- * access line's reason; a provider whose keys cannot be read answers an unknown kid 503.
+ * access line's reason; a provider whose keys cannot be read answers an unknown kid 503, and so
+ * does one whose refetch for a new kid waits for its cool-down (a provider rotating twice).
  */
 import { createPublicKey, createHmac, generateKeyPairSync, type KeyObject } from "node:crypto";
 import { createServer, type ServerResponse } from "node:http";
@@ -11,10 +12,10 @@ import type { AddressInfo } from "node:net";
 import t, { type Test } from "tap";
 import { exportJWK, SignJWT, type JWK } from "jose";
 import { json, send, eventually, type ClientResponse } from "./helpers/client.js";
-import { manualClock } from "./helpers/clock.js";
+import { manualClock, type ManualClock } from "./helpers/clock.js";
 import { configFor, startTestGatehouse, type TestGatehouse } from "./helpers/gatehouse.js";
 import { metric } from "./helpers/metrics.js";
-import { providerKey } from "./helpers/provider.js";
+import { providerKey, type ProviderKey } from "./helpers/provider.js";
 import { BEARER_REFUSALS, type TokenRule } from "../src/tokens/refusal-reasons.js";
 import { startUpstream } from "./helpers/upstream.js";
 
@@ -77,6 +78,7 @@ routes.set(
 async function gatehouseFor(
   issuers: string,
   clients = "clients:\n  - id: billing\n    issuer: corp\n",
+  clock: ManualClock = manualClock(),
 ): Promise<TestGatehouse> {
   const g = await startTestGatehouse(
     configFor(
@@ -91,17 +93,22 @@ ${issuers}${clients}routes:
     methods: [GET]
 `,
     ),
-    { clock: manualClock() },
+    { clock },
   );
   t.teardown(() => g.close());
   return g;
 }
 
-const g = await gatehouseFor(`    - name: corp
+const clock = manualClock();
+const g = await gatehouseFor(
+  `    - name: corp
       issuer: ${ISSUER}
       jwks_uri: ${keys.origin}/certs
       algorithms: [RS256, ES256]
-`);
+`,
+  undefined,
+  clock,
+);
 const fetched = (from: TestGatehouse, result: string, issuer = "corp") =>
   metric(from, "gatehouse_issuer_keys_fetch_total", { issuer, result });
 t.ok(await eventually(async () => (await fetched(g, "ok")) === 1), "the keys are fetched");
@@ -210,8 +217,16 @@ t.test("a key the JWKS carries with private parts or for encryption is never use
     .setIssuedAt()
     .setExpirationTime("5m")
     .sign(strayPrivate);
+  // The keys are fetched again for the first unknown kid, and do not hold it.
   await refused(t, withPrivate, "unknown_kid", "a member carrying d");
-  await refused(t, await signed(CLAIMS, { kid: "encryption-member" }), "unknown_kid", "use: enc");
+  // The second comes during that refetch's cool-down: 503 until the refetch made when it ends.
+  const encryption = await signed(CLAIMS, { kid: "encryption-member" });
+  const waiting = await call(encryption);
+  t.equal(waiting.status, 503, "use: enc, during the cool-down");
+  t.equal(waiting.headers["retry-after"], "30");
+  clock.advance(30_000);
+  t.ok(await eventually(async () => (await fetched(g, "ok")) === 3), "fetched when it ends");
+  await refused(t, encryption, "unknown_kid", "use: enc, after the refetch");
 });
 
 t.test("cnf: a sender-constrained token is never taken as a bearer token", async (t) => {
@@ -338,3 +353,65 @@ t.test("keys of one provider never verify another's tokens", async (t) => {
   const token = await signed(CLAIMS, {}, AUDIENCE, `${keys.origin}/realms/second`);
   await refused(t, token, "unknown_kid", "another issuer's key", h);
 });
+
+t.test(
+  "a provider rotating twice within the cool-down: 503 until the refetch, not 401",
+  async (t) => {
+    const [first, second, third] = [await providerKey(), await providerKey(), await providerKey()];
+    let published = [first.publicJwk];
+    routes.set("/rotating", (res) => sendJson({ keys: published })(res));
+    const issuer = `${keys.origin}/realms/rotating`;
+    const rotatingClock = manualClock();
+    const h = await gatehouseFor(
+      `    - name: corp
+      issuer: ${issuer}
+      jwks_uri: ${keys.origin}/rotating
+`,
+      undefined,
+      rotatingClock,
+    );
+    t.ok(await eventually(async () => (await fetched(h, "ok")) === 1));
+    const jwksHits = () => keys.hits.get("/rotating");
+    const tokenOf = (signer: ProviderKey, kid = signer.kid) =>
+      new SignJWT(CLAIMS)
+        .setProtectedHeader({ alg: "RS256", typ: "at+jwt", kid })
+        .setIssuer(issuer)
+        .setAudience(AUDIENCE)
+        .setIssuedAt()
+        .setExpirationTime("5m")
+        .sign(signer.privateKey);
+    t.equal((await call(await tokenOf(first), h)).status, 200);
+
+    published = [second.publicJwk];
+    t.equal(
+      (await call(await tokenOf(second), h)).status,
+      200,
+      "the first rotation: fetched at once",
+    );
+    t.equal(jwksHits(), 2);
+
+    published = [third.publicJwk];
+    rotatingClock.advance(5_000);
+    const early = await call(await tokenOf(third), h);
+    t.equal(early.status, 503, "the second rotation, 5 s later: the refetch waits 25 s");
+    t.equal(early.headers["retry-after"], "25");
+    t.match(json(early), { error: "temporarily_unavailable", message: /fetched again in 25 s$/ });
+    const id = String(early.headers["x-request-id"]);
+    const line = await h.logged((entry) => entry.requestId === id && entry.msg === "request");
+    t.equal(line.reason, "bearer_unknown_kid");
+    const never = await tokenOf(third, "never-published");
+    t.equal((await call(never, h)).status, 503, "a kid the provider never had waits alike");
+    t.equal(jwksHits(), 2, "no fetch during the cool-down");
+
+    rotatingClock.advance(25_000);
+    t.ok(await eventually(async () => (await fetched(h, "ok")) === 3), "fetched as it ends");
+    t.equal(jwksHits(), 3);
+    t.equal((await call(await tokenOf(third), h)).status, 200, "the second rotation's key");
+    await refused(t, never, "unknown_kid", "a kid that refetch did not bring", h);
+    t.equal(jwksHits(), 3, "and no further fetch");
+    const counted = await metric(h, "gatehouse_auth_failures_total", {
+      reason: "bearer_unknown_kid",
+    });
+    t.equal(counted, 3, "the two 503s and the 401");
+  },
+);

@@ -38,11 +38,14 @@ const TOO_LONG = malformedAnswer(
 );
 const TOKEN_IN_QUERY = malformedAnswer("send the token in the Authorization header, not the URI");
 
-// A provider's unknown `kid` while its keys cannot be fetched: the token may be good, so it must
-// not be thrown away as a 401 would make the client do.
+// A provider's unknown `kid` that no fetch since it was asked for has answered: the token may be
+// good, so it must not be thrown away as a 401 would make the client do.
 function keysUnavailable(error: KeysUnavailable): Reply {
   const seconds = error.retryAfterSeconds;
-  const message = `${BEARER_REFUSALS.keys_unavailable} (${error.issuer}); retry after ${seconds} s`;
+  const message =
+    error.reason === "unknown_kid"
+      ? `${BEARER_REFUSALS.unknown_kid} yet; the keys of ${error.issuer} are fetched again in ${seconds} s`
+      : `${BEARER_REFUSALS.keys_unavailable} (${error.issuer}); retry after ${seconds} s`;
   return errorReply(503, "temporarily_unavailable", message, { "retry-after": String(seconds) });
 }
 
@@ -142,7 +145,7 @@ function rejection(
   error: TokenRejected | KeysUnavailable,
   invalid: InvalidTokenAnswers,
 ): readonly [BearerRefusal, Reply, boolean] {
-  if (error instanceof KeysUnavailable) return ["keys_unavailable", keysUnavailable(error), false];
+  if (error instanceof KeysUnavailable) return [error.reason, keysUnavailable(error), false];
   return [error.reason, invalid[error.reason], !UNCOUNTED.has(error.reason)];
 }
 

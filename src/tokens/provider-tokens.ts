@@ -6,17 +6,22 @@
 import { errors, jwtVerify, type JWTHeaderParameters, type JWTPayload } from "jose";
 import type { GrantedScopes } from "../core/context.js";
 import type { TrustedIssuer } from "./settings.js";
-import type { IssuerKeySet, KeyChooser } from "./issuer-keys.js";
+import type { IssuerKeySet, KeyChooser, KidAnswer } from "./issuer-keys.js";
 import { NO_SCOPES, rejectionOf, TokenRejected, type VerifiedToken } from "./verified.js";
 import { mediaTypeOf, mediaTypes } from "./media-type.js";
 
-/** A provider's unknown `kid` while its keys cannot be fetched: 503, never 401. */
+/**
+ * A provider's unknown `kid` that no fetch made since it was asked for has answered: 503, never
+ * 401, since the token may be good. `reason` says why: `keys_unavailable` (the keys cannot be
+ * fetched) or `unknown_kid` (the refetch waits for the cool-down to end).
+ */
 export class KeysUnavailable extends Error {
   constructor(
     readonly issuer: string,
     readonly retryAfterSeconds: number,
+    readonly reason: "keys_unavailable" | "unknown_kid",
   ) {
-    super(`the keys of ${issuer} cannot be fetched`);
+    super(`the keys of ${issuer} hold no key for the token's kid yet`);
     this.name = "KeysUnavailable";
   }
 }
@@ -72,31 +77,38 @@ function clientIdOf(payload: JWTPayload, claim: string | undefined): string {
   return value;
 }
 
-function unknownKid(issuer: TrustedIssuer, keys: IssuerKeySet): Error {
+const UNKNOWN_KID = "no key of the issuer has this token's kid";
+
+// What an unknown `kid` is answered: 401 once a good fetch made since it was asked for lacks it,
+// 503 until then.
+function unknownKid(issuer: TrustedIssuer, answer: Exclude<KidAnswer, "known">): Error {
+  if (answer === "unknown") return new TokenRejected("unknown_kid", UNKNOWN_KID);
+  const reason = answer.waiting === "cooldown" ? "unknown_kid" : "keys_unavailable";
+  return new KeysUnavailable(issuer.name, answer.retryAfterSeconds, reason);
+}
+
+// What a token without `kid`, or one whose `alg` no key of its `kid` fits, is answered.
+function noKeyFits(issuer: TrustedIssuer, keys: IssuerKeySet): Error {
   return keys.fresh
-    ? new TokenRejected("unknown_kid", "no key of the issuer has this token's kid")
-    : new KeysUnavailable(issuer.name, keys.retryAfterSeconds());
+    ? new TokenRejected("unknown_kid", UNKNOWN_KID)
+    : new KeysUnavailable(issuer.name, keys.retryAfterSeconds(), "keys_unavailable");
 }
 
 // RFC 8725 §3.10: a key only by exact `kid` among the issuer's own; jku, x5u and jwk are never
 // used. An unknown `kid` asks for the keys again (the provider may have rotated).
 function keyChooser(issuer: TrustedIssuer, keys: IssuerKeySet) {
-  const known = (header: JWTHeaderParameters): KeyChooser | undefined =>
-    keys.chooser !== undefined && (header.kid === undefined || keys.hasKid(header.kid))
-      ? keys.chooser
-      : undefined;
   return async (header: JWTHeaderParameters, token: Parameters<KeyChooser>[1]) => {
-    let chooser = known(header);
-    if (chooser === undefined) {
-      await keys.refresh();
-      chooser = known(header);
-      if (chooser === undefined) throw unknownKid(issuer, keys);
+    if (header.kid !== undefined && !keys.hasKid(header.kid)) {
+      const answer = await keys.lookup(header.kid);
+      if (answer !== "known") throw unknownKid(issuer, answer);
     }
+    const chooser = keys.chooser;
+    if (chooser === undefined) throw noKeyFits(issuer, keys);
     try {
       return await chooser(header, token);
     } catch (error) {
       // No member fits the header's alg and kid (a token without kid whose alg has no key).
-      if (error instanceof errors.JWKSNoMatchingKey) throw unknownKid(issuer, keys);
+      if (error instanceof errors.JWKSNoMatchingKey) throw noKeyFits(issuer, keys);
       throw error;
     }
   };

@@ -207,6 +207,8 @@ export interface AccessFields {
   /** The bearer token's issuer name (`own` for gatehouse's). */
   readonly issuer: string | undefined;
   readonly decision: string;
+  /** Why a bearer token was refused: `bearer_<rule>`. */
+  readonly reason: string | undefined;
 }
 
 /** Writes one line per request, in the format of the process logger's lines. */
@@ -257,7 +259,8 @@ export function createAccessLog(log: Logger): AccessLog {
       if (f.upstreamMs !== undefined) line += `,"upstreamMs":${hundredths(f.upstreamMs)}`;
       if (f.clientId !== undefined) line += `,"clientId":${quoted(f.clientId)}`;
       if (f.issuer !== undefined) line += `,"issuer":${quoted(f.issuer)}`;
-      put(`${line},"decision":${quoted(f.decision)},"msg":"request"}\n`);
+      const reason = f.reason === undefined ? "" : `,"reason":${quoted(f.reason)}`;
+      put(`${line},"decision":${quoted(f.decision)}${reason},"msg":"request"}\n`);
     },
   };
 }

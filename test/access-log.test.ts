@@ -29,6 +29,7 @@ const fields = {
   clientId: "reporting-app",
   issuer: undefined,
   decision: "allowed",
+  reason: "bearer_expired",
 };
 
 t.test("a line has pino's shape and every field", async (t) => {
@@ -46,10 +47,12 @@ t.test("undefined fields are left out", async (t) => {
     method: undefined,
     upstreamMs: undefined,
     clientId: undefined,
+    reason: undefined,
   });
   t.notOk("method" in (logs[0] ?? {}));
   t.notOk("upstreamMs" in (logs[0] ?? {}));
   t.notOk("clientId" in (logs[0] ?? {}));
+  t.notOk("reason" in (logs[0] ?? {}), "no reason where nothing was refused");
 });
 
 t.test("quotes, backslashes and control characters stay inside their string", async (t) => {

@@ -14,6 +14,8 @@ import { rawRequest } from "./helpers/raw.js";
 import { clientsYaml, obtainToken, type TestClient } from "./helpers/tokens.js";
 import { startUpstream } from "./helpers/upstream.js";
 import { scrape } from "./helpers/metrics.js";
+import { readManual, section } from "./helpers/docs.js";
+import { BEARER_REFUSALS, type TokenRule } from "../src/tokens/refusal-reasons.js";
 
 const APP: TestClient = { id: "reporting-app", secret: "correct-horse-battery-staple-42" };
 const OTHER: TestClient = { id: "billing", secret: "another-long-secret-for-billing" };
@@ -92,35 +94,80 @@ function get(
   return send(`${gatehouse.url}${path}`, { headers });
 }
 
-/** What a refusal looks like on the wire: status, challenge, body code. */
-function outcome(response: ClientResponse): Record<string, unknown> {
+/**
+ * What a refusal looks like on the wire and in the log: status, challenge, body code and message,
+ * the access line's reason, and whether any piece of `token` shows in the answer or that line.
+ */
+async function observed(
+  gatehouse: TestGatehouse,
+  response: ClientResponse,
+  token: string,
+): Promise<Record<string, unknown>> {
   const body = JSON.parse(response.body.toString("utf8")) as Record<string, unknown>;
+  const id = String(response.headers["x-request-id"]);
+  const line = await gatehouse.logged((entry) => entry.requestId === id && entry.msg === "request");
+  const seen = JSON.stringify([response.rawHeaders, response.body.toString("utf8"), line]);
+  const pieces = token.split(".").filter((piece) => piece.length >= 8);
   return {
     status: response.status,
     challenge: response.headers["www-authenticate"],
     error: body.error,
+    message: body.message,
     limited: "x-ratelimit-limit" in response.headers,
+    reason: line.reason,
+    echoed: pieces.some((piece) => seen.includes(piece)),
   };
+}
+
+/** Sends `headers` to `path` and returns what its refusal looks like (see `observed`). */
+async function refusal(
+  gatehouse: TestGatehouse,
+  headers: Record<string, string>,
+  path = "/v1/items",
+): Promise<Record<string, unknown>> {
+  const token = (headers.authorization ?? "").replace(/^\S+ */, "");
+  return observed(gatehouse, await get(gatehouse, headers, path), token);
 }
 
 const NO_CREDENTIALS = {
   status: 401,
   challenge: 'Bearer realm="gatehouse"',
   error: "unauthorized",
+  message: "this route requires a bearer token",
   limited: false,
+  reason: "bearer_missing",
+  echoed: false,
 };
-const INVALID_REQUEST = {
-  status: 400,
-  challenge: 'Bearer realm="gatehouse", error="invalid_request"',
-  error: "invalid_request",
-  limited: false,
-};
-const INVALID_TOKEN = {
-  status: 401,
-  challenge: 'Bearer realm="gatehouse", error="invalid_token"',
-  error: "invalid_token",
-  limited: false,
-};
+
+/** A 400 for credentials that cannot be read, saying how in `detail`. */
+function invalidRequest(detail: string): Record<string, unknown> {
+  const words = `the request's bearer credentials are malformed: ${detail}`;
+  return {
+    status: 400,
+    challenge: `Bearer realm="gatehouse", error="invalid_request", error_description="${words}"`,
+    error: "invalid_request",
+    message: words,
+    limited: false,
+    reason: "bearer_malformed",
+    echoed: false,
+  };
+}
+const EMPTY = invalidRequest("the Bearer scheme needs a token");
+const NOT_B64TOKEN = invalidRequest("the bearer token has characters a token cannot have");
+
+/** The 401 of `rule`, saying its words in the challenge and the body. */
+function invalidToken(rule: TokenRule | "revoked"): Record<string, unknown> {
+  const words = BEARER_REFUSALS[rule];
+  return {
+    status: 401,
+    challenge: `Bearer realm="gatehouse", error="invalid_token", error_description="${words}"`,
+    error: "invalid_token",
+    message: words,
+    limited: false,
+    reason: `bearer_${rule}`,
+    echoed: false,
+  };
+}
 
 t.beforeEach(() => {
   now = NOW;
@@ -144,9 +191,9 @@ t.test(
 
 t.test("no credentials, or another scheme, is 401 with a bare Bearer challenge", async (t) => {
   const before = upstream.received.length;
-  t.strictSame(outcome(await get(g, {})), NO_CREDENTIALS, "no Authorization");
+  t.strictSame(await refusal(g, {}), NO_CREDENTIALS, "no Authorization");
   for (const value of ["Basic cmVwb3J0aW5nLWFwcDp4", "Token abc", "Bearerx abc", "Digest x=1"]) {
-    t.strictSame(outcome(await get(g, { authorization: value })), NO_CREDENTIALS, value);
+    t.strictSame(await refusal(g, { authorization: value }), NO_CREDENTIALS, value);
   }
   t.equal(upstream.received.length, before, "nothing forwarded");
 });
@@ -159,21 +206,17 @@ t.test("the scheme is case-insensitive", async (t) => {
 });
 
 t.test("Bearer without a b64token is 400 invalid_request", async (t) => {
-  for (const value of [
-    "Bearer",
-    "Bearer ",
-    "Bearer    ",
-    "Bearer a b",
-    "Bearer a,b",
-    "Bearer a%b",
-    "Bearer =abc",
-    "Bearer a\tb",
-  ]) {
-    t.strictSame(
-      outcome(await get(g, { authorization: value })),
-      INVALID_REQUEST,
-      JSON.stringify(value),
-    );
+  for (const [value, expected] of [
+    ["Bearer", EMPTY],
+    ["Bearer ", EMPTY],
+    ["Bearer    ", EMPTY],
+    ["Bearer a b", NOT_B64TOKEN],
+    ["Bearer a,b", NOT_B64TOKEN],
+    ["Bearer a%b", NOT_B64TOKEN],
+    ["Bearer =abc", NOT_B64TOKEN],
+    ["Bearer a\tb", NOT_B64TOKEN],
+  ] as const) {
+    t.strictSame(await refusal(g, { authorization: value }), expected, JSON.stringify(value));
   }
 });
 
@@ -184,9 +227,10 @@ t.test("two Authorization lines are 400 invalid_request", async (t) => {
     `GET /v1/items HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\n` +
       `Authorization: Bearer ${token}\r\nConnection: close\r\n\r\n`,
   );
+  const expected = invalidRequest("the request has more than one Authorization header");
   t.equal(answer.status, 400);
-  t.equal(answer.headers["www-authenticate"], INVALID_REQUEST.challenge);
-  t.match(JSON.parse(answer.body), { error: "invalid_request" });
+  t.equal(answer.headers["www-authenticate"], expected.challenge);
+  t.match(JSON.parse(answer.body), { error: "invalid_request", message: expected.message });
 });
 
 t.test("access_token in the query string is 400 invalid_request and never forwarded", async (t) => {
@@ -198,8 +242,10 @@ t.test("access_token in the query string is 400 invalid_request and never forwar
   ] as const) {
     const response = await get(g, headers, `/v1/items${query}`);
     t.strictSame(
-      outcome(response),
-      headers.authorization ? INVALID_REQUEST : NO_CREDENTIALS,
+      await observed(g, response, token),
+      headers.authorization
+        ? invalidRequest("send the token in the Authorization header, not the URI")
+        : NO_CREDENTIALS,
       query.slice(0, 20),
     );
   }
@@ -276,10 +322,14 @@ t.test("no log line holds a bearer token, valid, refused or from the query", asy
 t.test("alg none, another algorithm, and key confusion are 401 invalid_token", async (t) => {
   for (const alg of ["none", "None", "NONE"]) {
     const input = `${b64({ ...HEADER, alg })}.${b64(claims())}`;
-    for (const token of [`${input}.`, `${input}.AAAA`]) {
+    // Without a signature it is not even a JWS; with one, its alg is refused before any key.
+    for (const [token, rule] of [
+      [`${input}.`, "not_a_jwt"],
+      [`${input}.AAAA`, "algorithm"],
+    ] as const) {
       t.strictSame(
-        outcome(await get(g, { authorization: `Bearer ${token}` })),
-        INVALID_TOKEN,
+        await refusal(g, { authorization: `Bearer ${token}` }),
+        invalidToken(rule),
         `${alg} ${token.slice(-5)}`,
       );
     }
@@ -287,14 +337,18 @@ t.test("alg none, another algorithm, and key confusion are 401 invalid_token", a
   const hs = await new SignJWT(claims())
     .setProtectedHeader({ alg: "HS256", typ: "at+jwt", kid: KID })
     .sign(new TextEncoder().encode("a-secret-of-at-least-thirty-two-bytes!!"));
-  t.strictSame(outcome(await get(g, { authorization: `Bearer ${hs}` })), INVALID_TOKEN, "HS256");
+  t.strictSame(
+    await refusal(g, { authorization: `Bearer ${hs}` }),
+    invalidToken("algorithm"),
+    "HS256",
+  );
   const spki = createPublicKey(privateKey).export({ format: "pem", type: "spki" }) as string;
   const confused = await new SignJWT(claims())
     .setProtectedHeader({ alg: "HS256", typ: "at+jwt", kid: KID })
     .sign(new TextEncoder().encode(spki));
   t.strictSame(
-    outcome(await get(g, { authorization: `Bearer ${confused}` })),
-    INVALID_TOKEN,
+    await refusal(g, { authorization: `Bearer ${confused}` }),
+    invalidToken("algorithm"),
     "public key as HMAC key",
   );
 });
@@ -305,9 +359,12 @@ t.test("exp beyond the leeway is 401 invalid_token; within it the token is accep
   now = NOW + (TTL_S + 29) * 1000;
   t.equal((await get(g, { authorization: `Bearer ${token}` })).status, 200, "29 s after exp");
   now = NOW + (TTL_S + 31) * 1000;
-  const expired = await get(g, { authorization: `Bearer ${token}` });
-  t.strictSame(outcome(expired), INVALID_TOKEN, "31 s after exp, even though it was cached");
-  t.match(JSON.parse(expired.body.toString()).message, /expired/);
+  t.strictSame(
+    await refusal(g, { authorization: `Bearer ${token}` }),
+    invalidToken("expired"),
+    "31 s after exp, even though it was cached",
+  );
+  t.equal(BEARER_REFUSALS.expired, "the token has expired");
 });
 
 t.test("nbf or iat in the future, beyond the leeway, is 401 invalid_token", async (t) => {
@@ -317,8 +374,8 @@ t.test("nbf or iat in the future, beyond the leeway, is 401 invalid_token", asyn
   ];
   for (const [label, extra] of cases) {
     t.strictSame(
-      outcome(await get(g, { authorization: `Bearer ${compact(HEADER, claims(extra))}` })),
-      INVALID_TOKEN,
+      await refusal(g, { authorization: `Bearer ${compact(HEADER, claims(extra))}` }),
+      invalidToken("not_yet_valid"),
       label,
     );
   }
@@ -327,28 +384,32 @@ t.test("nbf or iat in the future, beyond the leeway, is 401 invalid_token", asyn
 });
 
 t.test("missing or wrong claims and typ are 401 invalid_token", async (t) => {
-  const cases: Array<[string, object, object]> = [
-    ["exp missing", HEADER, claims({ exp: undefined })],
-    ["exp a string", HEADER, claims({ exp: String(NOW_S + TTL_S) })],
-    ["iat missing", HEADER, claims({ iat: undefined })],
-    ["client_id missing", HEADER, claims({ client_id: undefined })],
-    ["client_id differs from sub", HEADER, claims({ client_id: OTHER.id })],
+  const cases: Array<[string, object, object, TokenRule]> = [
+    ["exp missing", HEADER, claims({ exp: undefined }), "claims"],
+    ["exp a string", HEADER, claims({ exp: String(NOW_S + TTL_S) }), "claims"],
+    ["iat missing", HEADER, claims({ iat: undefined }), "claims"],
+    ["client_id missing", HEADER, claims({ client_id: undefined }), "claims"],
+    ["client_id differs from sub", HEADER, claims({ client_id: OTHER.id }), "claims"],
+    ["scope not a string", HEADER, claims({ scope: ["a"] }), "claims"],
+    // Older than the ttl: its own issuer would not have made it live that long.
     [
       "a lifetime longer than the ttl",
       HEADER,
       claims({ iat: NOW_S - TTL_S - 60, exp: NOW_S + 60 }),
+      "expired",
     ],
-    ["wrong iss", HEADER, claims({ iss: "someone-else" })],
-    ["no iss", HEADER, claims({ iss: undefined })],
-    ["wrong aud", HEADER, claims({ aud: "other" })],
-    ["aud array without ours", HEADER, claims({ aud: ["a", "b"] })],
-    ["typ JWT", { ...HEADER, typ: "JWT" }, claims()],
-    ["no typ", { alg: "EdDSA", kid: KID }, claims()],
+    ["wrong iss", HEADER, claims({ iss: "someone-else" }), "issuer"],
+    ["no iss", HEADER, claims({ iss: undefined }), "issuer"],
+    ["wrong aud", HEADER, claims({ aud: "other" }), "audience"],
+    ["aud array without ours", HEADER, claims({ aud: ["a", "b"] }), "audience"],
+    ["no aud", HEADER, claims({ aud: undefined }), "audience"],
+    ["typ JWT", { ...HEADER, typ: "JWT" }, claims(), "typ"],
+    ["no typ", { alg: "EdDSA", kid: KID }, claims(), "typ"],
   ];
-  for (const [label, header, payload] of cases) {
+  for (const [label, header, payload, rule] of cases) {
     t.strictSame(
-      outcome(await get(g, { authorization: `Bearer ${compact(header, payload)}` })),
-      INVALID_TOKEN,
+      await refusal(g, { authorization: `Bearer ${compact(header, payload)}` }),
+      invalidToken(rule),
       label,
     );
   }
@@ -369,19 +430,24 @@ t.test("missing or wrong claims and typ are 401 invalid_token", async (t) => {
 t.test("unknown crit, odd or unknown kid, jku and embedded jwk are 401", async (t) => {
   const attacker = createPrivateKey(await generateKeyPem("EdDSA"));
   const attackerJwk = await exportJWK(createPublicKey(attacker));
-  const cases: Array<[string, object, KeyObject?]> = [
-    ["crit", { ...HEADER, crit: ["x-must-understand"], "x-must-understand": true }],
-    ["kid path", { ...HEADER, kid: "../../dev/null" }],
-    ["kid SQL", { ...HEADER, kid: "' OR 1=1 --" }],
-    ["no kid", { alg: "EdDSA", typ: "at+jwt" }],
-    ["jku with an unknown kid", { ...HEADER, kid: "k1", jku: "http://127.0.0.1:1/jwks" }, attacker],
-    ["embedded jwk", { ...HEADER, jwk: attackerJwk }, attacker],
-    ["our kid, another key", HEADER, attacker],
+  const cases: Array<[string, object, TokenRule, KeyObject?]> = [
+    ["crit", { ...HEADER, crit: ["x-must-understand"], "x-must-understand": true }, "not_a_jwt"],
+    ["kid path", { ...HEADER, kid: "../../dev/null" }, "unknown_kid"],
+    ["kid SQL", { ...HEADER, kid: "' OR 1=1 --" }, "unknown_kid"],
+    ["no kid", { alg: "EdDSA", typ: "at+jwt" }, "unknown_kid"],
+    [
+      "jku with an unknown kid",
+      { ...HEADER, kid: "k1", jku: "http://127.0.0.1:1/jwks" },
+      "unknown_kid",
+      attacker,
+    ],
+    ["embedded jwk", { ...HEADER, jwk: attackerJwk }, "signature", attacker],
+    ["our kid, another key", HEADER, "signature", attacker],
   ];
-  for (const [label, header, key] of cases) {
+  for (const [label, header, rule, key] of cases) {
     t.strictSame(
-      outcome(await get(g, { authorization: `Bearer ${compact(header, claims(), key)}` })),
-      INVALID_TOKEN,
+      await refusal(g, { authorization: `Bearer ${compact(header, claims(), key)}` }),
+      invalidToken(rule),
       label,
     );
   }
@@ -391,17 +457,17 @@ t.test("tampered, truncated and non-canonical tokens are 401 invalid_token", asy
   const token = valid();
   const [h, , s] = token.split(".");
   const tampered = `${h}.${b64(claims({ sub: OTHER.id, client_id: OTHER.id }))}.${s}`;
-  for (const [label, value] of [
-    ["tampered payload", tampered],
-    ["stripped signature", `${h}.${token.split(".")[1]}.`],
-    ["not.a.jwt", "not.a.jwt"],
-    ["..", ".."],
-    ["five segments", `${token}.a.b`],
-    ["padding", `${token}=`],
-    ["double padding", `${token}==`],
-    ["two segments", `${h}.${s}`],
+  for (const [label, value, rule] of [
+    ["tampered payload", tampered, "signature"],
+    ["stripped signature", `${h}.${token.split(".")[1]}.`, "not_a_jwt"],
+    ["not.a.jwt", "not.a.jwt", "not_a_jwt"],
+    ["..", "..", "not_a_jwt"],
+    ["five segments", `${token}.a.b`, "not_a_jwt"],
+    ["padding", `${token}=`, "not_a_jwt"],
+    ["double padding", `${token}==`, "not_a_jwt"],
+    ["two segments", `${h}.${s}`, "not_a_jwt"],
   ] as const) {
-    t.strictSame(outcome(await get(g, { authorization: `Bearer ${value}` })), INVALID_TOKEN, label);
+    t.strictSame(await refusal(g, { authorization: `Bearer ${value}` }), invalidToken(rule), label);
   }
 });
 
@@ -410,7 +476,10 @@ t.test(
   async (t) => {
     const big = compact(HEADER, claims({ pad: "x".repeat(4000) }));
     t.ok(big.length > 4096);
-    t.strictSame(outcome(await get(g, { authorization: `Bearer ${big}` })), INVALID_REQUEST);
+    t.strictSame(
+      await refusal(g, { authorization: `Bearer ${big}` }),
+      invalidRequest("the bearer token must be at most 4096 bytes"),
+    );
     const huge = await rawRequest(
       g.port,
       `GET /v1/items HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${"a".repeat(17000)}\r\nConnection: close\r\n\r\n`,
@@ -480,7 +549,10 @@ t.test("a client removed from the config: its tokens are refused, cached or not"
   t.equal((await get(local, { authorization: `Bearer ${token}` })).status, 200);
   await local.writeConfig(await yaml([APP]));
   t.equal(await local.gatehouse.reload(), "success");
-  t.strictSame(outcome(await get(local, { authorization: `Bearer ${token}` })), INVALID_TOKEN);
+  t.strictSame(
+    await refusal(local, { authorization: `Bearer ${token}` }),
+    invalidToken("client_unknown"),
+  );
   t.equal(
     (await get(local, { authorization: `Bearer ${valid()}` })).status,
     200,
@@ -524,8 +596,8 @@ t.test("previous_keys verify during rotation; a retired key is refused", async (
   await local.writeConfig((await yaml([APP], "")).replace("./signing.pem", "./next.pem"));
   t.equal(await local.gatehouse.reload(), "success");
   t.strictSame(
-    outcome(await get(local, { authorization: `Bearer ${oldToken}` })),
-    INVALID_TOKEN,
+    await refusal(local, { authorization: `Bearer ${oldToken}` }),
+    invalidToken("unknown_kid"),
     "retired",
   );
   t.equal((await get(local, { authorization: `Bearer ${newToken}` })).status, 200);
@@ -570,8 +642,8 @@ t.test(
     );
     t.equal((await get(hs, { authorization: `Bearer ${hsToken}` })).status, 200);
     t.strictSame(
-      outcome(await get(hs, { authorization: `Bearer ${valid()}` })),
-      INVALID_TOKEN,
+      await refusal(hs, { authorization: `Bearer ${valid()}` }),
+      invalidToken("algorithm"),
       "EdDSA refused",
     );
     t.strictSame(
@@ -593,20 +665,54 @@ t.test(
       .setProtectedHeader({ alg: "EdDSA", typ: "at+jwt", kid: jwks.keys[0]?.kid as string })
       .sign(await importPKCS8(pem, "EdDSA"));
     t.strictSame(
-      outcome(await get(es, { authorization: `Bearer ${forged}` })),
-      INVALID_TOKEN,
+      await refusal(es, { authorization: `Bearer ${forged}` }),
+      invalidToken("algorithm"),
       "EdDSA on ES256",
     );
   },
 );
 
-t.test("refusals are counted in the failures metric by reason", async (t) => {
+t.test("an opaque token is refused: gatehouse verifies JWT access tokens only", async (t) => {
+  // RFC 6749 §5.1's example access token, and a reference token with one dot (Ory Hydra's form).
+  for (const opaque of ["2YotnFZFEjr1zCsicMWpAA", "ory_at_mF3lKtbA2sB9.x7QhPq0Zr5vVJ1kY"]) {
+    const answer = await refusal(g, { authorization: `Bearer ${opaque}` });
+    t.strictSame(answer, invalidToken("not_a_jwt"), opaque);
+    t.match(answer.challenge, /error_description="gatehouse verifies JWT access tokens only/);
+  }
+});
+
+// RFC 6750 §3: error_description = *( %x20-21 / %x23-5B / %x5D-7E ), so no quote or backslash
+// can end the parameter early; every refusal's words are fixed and fit.
+t.test("every refusal's words fit in an error_description", async (t) => {
+  for (const [rule, words] of Object.entries(BEARER_REFUSALS)) {
+    t.match(words, /^[\x20-\x21\x23-\x5b\x5d-\x7e]+$/, rule);
+  }
+});
+
+// The manual's table is what an operator reads a log line's reason against.
+t.test("docs/tokens.md lists every refusal's reason with its words", async (t) => {
+  const table = section(readManual("docs/tokens.md"), "Why a bearer token is refused");
+  const rows = [...table.matchAll(/^\| `(bearer_[a-z_]+)`\s*\|(.*)$/gm)];
+  t.strictSame(
+    rows.map((row) => row[1]),
+    Object.keys(BEARER_REFUSALS).map((rule) => `bearer_${rule}`),
+  );
+  for (const [rule, words] of Object.entries(BEARER_REFUSALS)) {
+    const row = rows.find((entry) => entry[1] === `bearer_${rule}`)?.[2] ?? "";
+    t.ok(row.includes(`| ${words}`), `${rule}: its words`);
+  }
+});
+
+t.test("refusals are counted in the failures metric by their rule", async (t) => {
   const text = await scrape(g);
-  for (const reason of ["bearer_missing", "bearer_malformed", "bearer_invalid", "bearer_expired"]) {
+  const rules = ["missing", "malformed", "not_a_jwt", "signature", "algorithm", "expired"];
+  rules.push("not_yet_valid", "issuer", "audience", "unknown_kid", "typ", "claims");
+  for (const rule of rules) {
     t.match(
       text,
-      new RegExp(`^gatehouse_auth_failures_total\\{reason="${reason}"\\} [1-9]\\d*$`, "m"),
-      reason,
+      new RegExp(`^gatehouse_auth_failures_total\\{reason="bearer_${rule}"\\} [1-9]\\d*$`, "m"),
+      rule,
     );
   }
+  t.notMatch(text, /reason="bearer_invalid"/, "the old catch-all reason is gone");
 });

@@ -2,7 +2,9 @@
  * What gatehouse refuses from a trusted issuer (RFC 8725, RFC 9068 §4; docs/identity-providers.md):
  * tokens crafted byte by byte with the provider's own RSA key, each wrong in one way, and
  * providers that answer their metadata or JWKS wrongly or with hostile content. Every refused
- * token is a 401 invalid_token; a provider whose keys cannot be read answers an unknown kid 503.
+ * token is a 401 invalid_token naming the rule it broke, in words in its challenge and as its
+ * access line's reason; a provider whose keys cannot be read answers an unknown kid 503, and so
+ * does one whose refetch for a new kid waits for its cool-down (a provider rotating twice).
  */
 import { createPublicKey, createHmac, generateKeyPairSync, type KeyObject } from "node:crypto";
 import { createServer, type ServerResponse } from "node:http";
@@ -10,10 +12,11 @@ import type { AddressInfo } from "node:net";
 import t, { type Test } from "tap";
 import { exportJWK, SignJWT, type JWK } from "jose";
 import { json, send, eventually, type ClientResponse } from "./helpers/client.js";
-import { manualClock } from "./helpers/clock.js";
+import { manualClock, type ManualClock } from "./helpers/clock.js";
 import { configFor, startTestGatehouse, type TestGatehouse } from "./helpers/gatehouse.js";
 import { metric } from "./helpers/metrics.js";
-import { providerKey } from "./helpers/provider.js";
+import { providerKey, type ProviderKey } from "./helpers/provider.js";
+import { BEARER_REFUSALS, type TokenRule } from "../src/tokens/refusal-reasons.js";
 import { startUpstream } from "./helpers/upstream.js";
 
 const AUDIENCE = "https://api.example.com";
@@ -75,6 +78,7 @@ routes.set(
 async function gatehouseFor(
   issuers: string,
   clients = "clients:\n  - id: billing\n    issuer: corp\n",
+  clock: ManualClock = manualClock(),
 ): Promise<TestGatehouse> {
   const g = await startTestGatehouse(
     configFor(
@@ -89,17 +93,22 @@ ${issuers}${clients}routes:
     methods: [GET]
 `,
     ),
-    { clock: manualClock() },
+    { clock },
   );
   t.teardown(() => g.close());
   return g;
 }
 
-const g = await gatehouseFor(`    - name: corp
+const clock = manualClock();
+const g = await gatehouseFor(
+  `    - name: corp
       issuer: ${ISSUER}
       jwks_uri: ${keys.origin}/certs
       algorithms: [RS256, ES256]
-`);
+`,
+  undefined,
+  clock,
+);
 const fetched = (from: TestGatehouse, result: string, issuer = "corp") =>
   metric(from, "gatehouse_issuer_keys_fetch_total", { issuer, result });
 t.ok(await eventually(async () => (await fetched(g, "ok")) === 1), "the keys are fetched");
@@ -129,10 +138,37 @@ function call(token: string, from: TestGatehouse = g): Promise<ClientResponse> {
   return send(`${from.url}/v1/items`, { headers: { authorization: `Bearer ${token}` } });
 }
 
-function refused(t: Test, answer: ClientResponse, what: string): void {
+/**
+ * Checks that `token` sent to `from` is refused for `rule`: 401 invalid_token whose challenge and
+ * message say the rule's words, its access line's reason, and nothing of the token in either.
+ */
+async function refused(
+  t: Test,
+  token: string,
+  rule: TokenRule,
+  what: string,
+  from: TestGatehouse = g,
+): Promise<ClientResponse> {
+  const answer = await call(token, from);
+  const words = BEARER_REFUSALS[rule];
   t.equal(answer.status, 401, what);
-  t.equal(json(answer).error, "invalid_token", what);
-  t.match(String(answer.headers["www-authenticate"]), /error="invalid_token"/, what);
+  t.match(json(answer), { error: "invalid_token", message: words }, what);
+  // RFC 9728 §5.1: the challenge ends with where the resource's metadata is.
+  t.equal(
+    String(answer.headers["www-authenticate"]).replace(/, resource_metadata="[^"]+"$/, ""),
+    `Bearer realm="gatehouse", error="invalid_token", error_description="${words}"`,
+    what,
+  );
+  const id = String(answer.headers["x-request-id"]);
+  const line = await from.logged((entry) => entry.requestId === id && entry.msg === "request");
+  t.equal(line.reason, `bearer_${rule}`, `${what}: the access line's reason`);
+  const seen = JSON.stringify([answer.rawHeaders, answer.body.toString("utf8"), line]);
+  const pieces = token.split(".").filter((piece) => piece.length >= 8);
+  t.notOk(
+    pieces.some((piece) => seen.includes(piece)),
+    `${what}: nothing of the token echoed`,
+  );
+  return answer;
 }
 
 t.test("a well-formed token is accepted, as the control for every refusal below", async (t) => {
@@ -151,19 +187,26 @@ t.test("a well-formed token is accepted, as the control for every refusal below"
 });
 
 t.test("RFC 8725 §2.1: alg none and HS256 keyed with the public key", async (t) => {
-  const none = `${b64({ alg: "none", typ: "at+jwt", kid: key.kid })}.${b64(payload())}.`;
-  refused(t, await call(none), "alg none");
+  // Without a signature it is not even a JWS; with one, its alg is refused before any key.
+  const none = `${b64({ alg: "none", typ: "at+jwt", kid: key.kid })}.${b64(payload())}`;
+  await refused(t, `${none}.`, "not_a_jwt", "alg none, no signature");
+  await refused(t, `${none}.AAAA`, "algorithm", "alg none");
   const pem = createPublicKey(key.privateKey as unknown as KeyObject)
     .export({ type: "spki", format: "pem" })
     .toString();
   const input = `${b64({ alg: "HS256", typ: "at+jwt", kid: key.kid })}.${b64(payload())}`;
   const mac = createHmac("sha256", pem).update(input).digest("base64url");
-  refused(t, await call(`${input}.${mac}`), "HS256 with the RSA public key as the secret");
+  await refused(t, `${input}.${mac}`, "algorithm", "HS256 with the RSA public key as the secret");
   const hmacMember = `${b64({ alg: "HS256", kid: "hmac-member" })}.${b64(payload())}`;
   const withSecret = createHmac("sha256", Buffer.from("secret"))
     .update(hmacMember)
     .digest("base64url");
-  refused(t, await call(`${hmacMember}.${withSecret}`), "HS256 with a secret the JWKS published");
+  await refused(
+    t,
+    `${hmacMember}.${withSecret}`,
+    "algorithm",
+    "HS256 with a secret the JWKS published",
+  );
 });
 
 t.test("a key the JWKS carries with private parts or for encryption is never used", async (t) => {
@@ -174,8 +217,16 @@ t.test("a key the JWKS carries with private parts or for encryption is never use
     .setIssuedAt()
     .setExpirationTime("5m")
     .sign(strayPrivate);
-  refused(t, await call(withPrivate), "a member carrying d");
-  refused(t, await call(await signed(CLAIMS, { kid: "encryption-member" })), "use: enc");
+  // The keys are fetched again for the first unknown kid, and do not hold it.
+  await refused(t, withPrivate, "unknown_kid", "a member carrying d");
+  // The second comes during that refetch's cool-down: 503 until the refetch made when it ends.
+  const encryption = await signed(CLAIMS, { kid: "encryption-member" });
+  const waiting = await call(encryption);
+  t.equal(waiting.status, 503, "use: enc, during the cool-down");
+  t.equal(waiting.headers["retry-after"], "30");
+  clock.advance(30_000);
+  t.ok(await eventually(async () => (await fetched(g, "ok")) === 3), "fetched when it ends");
+  await refused(t, encryption, "unknown_kid", "use: enc, after the refetch");
 });
 
 t.test("cnf: a sender-constrained token is never taken as a bearer token", async (t) => {
@@ -183,17 +234,24 @@ t.test("cnf: a sender-constrained token is never taken as a bearer token", async
     ...CLAIMS,
     cnf: { jkt: "0ZcOCORZNYy-DWpqq30jZyJGHTN0d2HglBV3uiguA4I" },
   });
-  const answer = await call(bound);
-  refused(t, answer, "cnf");
+  const answer = await refused(t, bound, "binding", "cnf");
   t.match(
     String(answer.headers["www-authenticate"]),
     'error_description="sender-constrained tokens are not supported"',
   );
 });
 
+/** A token of the provider's key with `claims` exactly as given, `iss` and `aud` included. */
+function withClaims(claims: Record<string, unknown>): Promise<string> {
+  return new SignJWT(claims)
+    .setProtectedHeader({ alg: "RS256", typ: "at+jwt", kid: key.kid })
+    .sign(key.privateKey);
+}
+
 t.test("wrong aud, wrong iss, another key, typ, time claims and the client claim", async (t) => {
-  refused(t, await call(await signed(CLAIMS, {}, "https://other.example.com")), "aud");
-  refused(t, await call(await signed(CLAIMS, {}, AUDIENCE, `${keys.origin}/realms/other`)), "iss");
+  await refused(t, await signed(CLAIMS, {}, "https://other.example.com"), "audience", "aud");
+  const otherIss = await signed(CLAIMS, {}, AUDIENCE, `${keys.origin}/realms/other`);
+  await refused(t, otherIss, "issuer", "iss");
   const other = await providerKey();
   const forged = await new SignJWT(CLAIMS)
     .setProtectedHeader({ alg: "RS256", typ: "at+jwt", kid: key.kid })
@@ -202,49 +260,34 @@ t.test("wrong aud, wrong iss, another key, typ, time claims and the client claim
     .setIssuedAt()
     .setExpirationTime("5m")
     .sign(other.privateKey);
-  refused(t, await call(forged), "signed by another key under the provider's kid");
-  refused(t, await call(await signed(CLAIMS, { typ: "id+jwt" })), "typ");
+  await refused(t, forged, "signature", "signed by another key under the provider's kid");
+  await refused(t, await signed(CLAIMS, { typ: "id+jwt" }), "typ", "typ");
   // Not a string: refused as any other typ, never a 500.
   for (const typ of [123, ["at+jwt"], null, { at: "jwt" }]) {
-    refused(t, await call(await signed(CLAIMS, { typ })), `typ ${JSON.stringify(typ)}`);
+    await refused(t, await signed(CLAIMS, { typ }), "typ", `typ ${JSON.stringify(typ)}`);
   }
   // A scope the scopes header could not carry: refused, never a 500, and never remembered.
   for (const scope of ["items:read\r\nX-Admin: yes", "items:read\u007f", "items:\u0100read"]) {
     const token = await signed({ ...CLAIMS, scope });
-    refused(t, await call(token), `scope ${JSON.stringify(scope)}`);
-    refused(t, await call(token), `scope ${JSON.stringify(scope)}, asked again`);
+    await refused(t, token, "claims", `scope ${JSON.stringify(scope)}`);
+    await refused(t, token, "claims", `scope ${JSON.stringify(scope)}, asked again`);
   }
-  refused(
-    t,
-    await call(await signed({ client_id: "billing", scp: ["items:read", "a\tb"] })),
-    "scp",
-  );
-  const future = await new SignJWT(CLAIMS)
-    .setProtectedHeader({ alg: "RS256", typ: "at+jwt", kid: key.kid })
-    .setIssuer(ISSUER)
-    .setAudience(AUDIENCE)
-    .setIssuedAt(nowS() + 3600)
-    .setExpirationTime(nowS() + 7200)
-    .sign(key.privateKey);
-  refused(t, await call(future), "iat in the future");
-  const noExp = await new SignJWT(CLAIMS)
-    .setProtectedHeader({ alg: "RS256", typ: "at+jwt", kid: key.kid })
-    .setIssuer(ISSUER)
-    .setAudience(AUDIENCE)
-    .setIssuedAt()
-    .sign(key.privateKey);
-  refused(t, await call(noExp), "no exp");
-  refused(
-    t,
-    await call(await signed({ client_id: "", azp: "billing" })),
-    "empty client_id, no fallback",
-  );
-  refused(t, await call(await signed({ client_id: 7 })), "client_id not a string");
-  refused(
-    t,
-    await call(await signed({ client_id: "stranger" })),
-    "unlisted, the issuer has no plan",
-  );
+  const scp = await signed({ client_id: "billing", scp: ["items:read", "a\tb"] });
+  await refused(t, scp, "claims", "scp");
+  const base = payload();
+  await refused(t, await withClaims({ ...base, iat: nowS() + 3600 }), "not_yet_valid", "iat");
+  await refused(t, await withClaims({ ...base, nbf: nowS() + 3600 }), "not_yet_valid", "nbf");
+  const past = { ...base, iat: nowS() - 600, exp: nowS() - 300 };
+  await refused(t, await withClaims(past), "expired", "exp in the past");
+  await refused(t, await withClaims({ ...base, exp: undefined }), "claims", "no exp");
+  await refused(t, await withClaims({ ...base, exp: "soon" }), "claims", "exp not a number");
+  await refused(t, await withClaims({ ...base, aud: undefined }), "audience", "no aud");
+  const emptyId = await signed({ client_id: "", azp: "billing" });
+  await refused(t, emptyId, "claims", "empty client_id, no fallback");
+  await refused(t, await signed({ client_id: 7 }), "claims", "client_id not a string");
+  const stranger = await signed({ client_id: "stranger" });
+  await refused(t, stranger, "client_unknown", "unlisted, the issuer has no plan");
+  await refused(t, "2YotnFZFEjr1zCsicMWpAA", "not_a_jwt", "an opaque token");
 });
 
 t.test("discovery naming another issuer is a failed fetch, never a reason to use it", async (t) => {
@@ -308,5 +351,67 @@ t.test("keys of one provider never verify another's tokens", async (t) => {
   t.ok(await eventually(async () => (await fetched(h, "ok", "second")) === 1));
   // Signed with corp's key, naming the second issuer: the second issuer's (empty) set decides.
   const token = await signed(CLAIMS, {}, AUDIENCE, `${keys.origin}/realms/second`);
-  refused(t, await call(token, h), "another issuer's key");
+  await refused(t, token, "unknown_kid", "another issuer's key", h);
 });
+
+t.test(
+  "a provider rotating twice within the cool-down: 503 until the refetch, not 401",
+  async (t) => {
+    const [first, second, third] = [await providerKey(), await providerKey(), await providerKey()];
+    let published = [first.publicJwk];
+    routes.set("/rotating", (res) => sendJson({ keys: published })(res));
+    const issuer = `${keys.origin}/realms/rotating`;
+    const rotatingClock = manualClock();
+    const h = await gatehouseFor(
+      `    - name: corp
+      issuer: ${issuer}
+      jwks_uri: ${keys.origin}/rotating
+`,
+      undefined,
+      rotatingClock,
+    );
+    t.ok(await eventually(async () => (await fetched(h, "ok")) === 1));
+    const jwksHits = () => keys.hits.get("/rotating");
+    const tokenOf = (signer: ProviderKey, kid = signer.kid) =>
+      new SignJWT(CLAIMS)
+        .setProtectedHeader({ alg: "RS256", typ: "at+jwt", kid })
+        .setIssuer(issuer)
+        .setAudience(AUDIENCE)
+        .setIssuedAt()
+        .setExpirationTime("5m")
+        .sign(signer.privateKey);
+    t.equal((await call(await tokenOf(first), h)).status, 200);
+
+    published = [second.publicJwk];
+    t.equal(
+      (await call(await tokenOf(second), h)).status,
+      200,
+      "the first rotation: fetched at once",
+    );
+    t.equal(jwksHits(), 2);
+
+    published = [third.publicJwk];
+    rotatingClock.advance(5_000);
+    const early = await call(await tokenOf(third), h);
+    t.equal(early.status, 503, "the second rotation, 5 s later: the refetch waits 25 s");
+    t.equal(early.headers["retry-after"], "25");
+    t.match(json(early), { error: "temporarily_unavailable", message: /fetched again in 25 s$/ });
+    const id = String(early.headers["x-request-id"]);
+    const line = await h.logged((entry) => entry.requestId === id && entry.msg === "request");
+    t.equal(line.reason, "bearer_unknown_kid");
+    const never = await tokenOf(third, "never-published");
+    t.equal((await call(never, h)).status, 503, "a kid the provider never had waits alike");
+    t.equal(jwksHits(), 2, "no fetch during the cool-down");
+
+    rotatingClock.advance(25_000);
+    t.ok(await eventually(async () => (await fetched(h, "ok")) === 3), "fetched as it ends");
+    t.equal(jwksHits(), 3);
+    t.equal((await call(await tokenOf(third), h)).status, 200, "the second rotation's key");
+    await refused(t, never, "unknown_kid", "a kid that refetch did not bring", h);
+    t.equal(jwksHits(), 3, "and no further fetch");
+    const counted = await metric(h, "gatehouse_auth_failures_total", {
+      reason: "bearer_unknown_kid",
+    });
+    t.equal(counted, 3, "the two 503s and the 401");
+  },
+);

@@ -114,7 +114,12 @@ t.test("every 401 and 403 challenge carries resource_metadata", async (t) => {
   t.equal(missing.headers["www-authenticate"], withMetadata(""));
   const invalid = await send(`${g.url}/mcp`, { headers: { authorization: "Bearer abc.def.ghi" } });
   t.equal(invalid.status, 401);
-  t.equal(invalid.headers["www-authenticate"], withMetadata(', error="invalid_token"'));
+  const notJwt =
+    "gatehouse verifies JWT access tokens only, and this token is not a JWT it can read";
+  t.equal(
+    invalid.headers["www-authenticate"],
+    withMetadata(`, error="invalid_token", error_description="${notJwt}"`),
+  );
   const token = await obtainToken(g.url, APP);
   const forbidden = await send(`${g.url}/v1/items`, {
     method: "PUT",
@@ -123,14 +128,16 @@ t.test("every 401 and 403 challenge carries resource_metadata", async (t) => {
   t.equal(forbidden.status, 403);
   t.equal(
     forbidden.headers["www-authenticate"],
-    withMetadata(', error="insufficient_scope", scope="items:write"'),
+    withMetadata(
+      ', error="insufficient_scope", error_description="the token lacks the scopes this route needs", scope="items:write"',
+    ),
   );
   // A malformed request is no invitation to discover: its 400 challenge stays as it was.
   const malformed = await send(`${g.url}/mcp`, { headers: { authorization: "Bearer" } });
   t.equal(malformed.status, 400);
   t.equal(
     malformed.headers["www-authenticate"],
-    'Bearer realm="gatehouse", error="invalid_request"',
+    `Bearer realm="gatehouse", error="invalid_request", error_description="the request's bearer credentials are malformed: the Bearer scheme needs a token"`,
   );
 });
 

@@ -73,7 +73,10 @@ t.test("a token minted for another resource is 401 invalid_token here", async (t
     headers: { authorization: `Bearer ${reports}` },
   });
   t.equal(answer.status, 401);
-  t.equal(answer.headers["www-authenticate"], 'Bearer realm="gatehouse", error="invalid_token"');
+  t.equal(
+    answer.headers["www-authenticate"],
+    'Bearer realm="gatehouse", error="invalid_token", error_description="the token is not meant for this resource (aud)"',
+  );
   t.equal(upstream.received.length, before, "never forwarded");
 });
 

@@ -56,7 +56,13 @@ t.test("a revoked token is refused with invalid_token until it expires", async (
   t.equal(revoked.headers["cache-control"], "no-store");
   const refused = await call(token);
   t.equal(refused.status, 401);
-  t.equal(refused.headers["www-authenticate"], 'Bearer realm="gatehouse", error="invalid_token"');
+  t.equal(
+    refused.headers["www-authenticate"],
+    'Bearer realm="gatehouse", error="invalid_token", error_description="the token has been revoked"',
+  );
+  const id = String(refused.headers["x-request-id"]);
+  const line = await g.logged((entry) => entry.requestId === id && entry.msg === "request");
+  t.equal(line.reason, "bearer_revoked", "the access line names the rule");
   t.equal(upstream.received.length, forwarded, "neither revocation nor refusal was forwarded");
   t.equal((await revokeWithSecret(g.url, APP, token)).status, 200, "revoking again is fine");
   t.equal((await call(await obtainToken(g.url, APP))).status, 200, "a new token works");
@@ -189,7 +195,7 @@ routes:
   for (const path of ["/v1/items", "/v1/reports"]) {
     const answer = await get(path, token);
     t.equal(answer.status, 401, `${path}: revoked before its scopes are judged`);
-    t.equal(answer.headers["www-authenticate"], 'Bearer realm="gatehouse", error="invalid_token"');
+    t.match(answer.headers["www-authenticate"], /error_description="the token has been revoked"/);
   }
   t.equal(upstream.received.length, before + 1, "only the first call was forwarded");
 });

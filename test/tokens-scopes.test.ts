@@ -15,6 +15,7 @@ import {
   type TestClient,
 } from "./helpers/tokens.js";
 import { startUpstream } from "./helpers/upstream.js";
+import { metric } from "./helpers/metrics.js";
 
 const READER: TestClient = {
   id: "reader",
@@ -140,14 +141,19 @@ t.test("a token without the route's scopes: 403, not counted, not forwarded", as
     scheme: "Bearer",
     realm: "gatehouse",
     error: "insufficient_scope",
+    error_description: "the token lacks the scopes this route needs",
     scope: "items:read items:write",
   });
   t.strictSame(json(refused), {
     error: "insufficient_scope",
-    error_description:
-      "this route needs a token granted every one of these scopes: items:read items:write",
+    message: "this route needs a token granted every one of these scopes: items:read items:write",
     scope: "items:read items:write",
   });
+  const id = String(refused.headers["x-request-id"]);
+  const line = await g.logged((entry) => entry.requestId === id && entry.msg === "request");
+  t.equal(line.reason, "bearer_insufficient_scope", "the access line names the rule");
+  const counted = { reason: "bearer_insufficient_scope" };
+  t.equal(await metric(g, "gatehouse_auth_failures_total", counted), 1, "and the metric");
   t.equal(refused.headers["x-ratelimit-remaining"], undefined, "no limit headers");
   t.equal(upstream.received.length, forwarded, "the upstream never saw it");
 
@@ -166,8 +172,7 @@ t.test("scopes_any: one of the route's scopes is enough", async (t) => {
   t.equal(challenge(refused).scope, "reports:read items:write");
   t.match(json(refused), {
     error: "insufficient_scope",
-    error_description:
-      "this route needs a token granted one of these scopes: reports:read items:write",
+    message: "this route needs a token granted one of these scopes: reports:read items:write",
   });
   const plain = await obtainToken(g.url, PLAIN);
   t.equal((await request(plain, "/v1/items")).status, 403, "a token without any scope");

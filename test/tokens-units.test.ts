@@ -213,7 +213,7 @@ t.test("the verified-token cache: until exp plus the tolerance, bounded, oldest 
   t.equal(verifier.cached(c as string, now)?.clientId, "c");
   const rejection = await verifier.verify(`${c}=`, now).catch((error: unknown) => error);
   t.type(rejection, TokenRejected);
-  t.equal((rejection as TokenRejected).reason, "malformed");
+  t.equal((rejection as TokenRejected).reason, "not_a_jwt");
   const expired = await verifier.verify(a as string, now + 66_000).catch((error: unknown) => error);
   t.equal((expired as TokenRejected).reason, "expired");
 });

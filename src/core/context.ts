@@ -73,6 +73,8 @@ export interface RequestContext {
   readonly responseHeaders: Record<string, string>;
   /** The limit decision for logs and metrics: none (the limiter was not consulted), allowed, ... */
   decision: string;
+  /** Why the bearer token was refused (`bearer_<rule>`), the access log's `reason`. */
+  refusal: string | undefined;
   /** Milliseconds until the upstream's response headers, when the request was forwarded. */
   upstreamMs: number | undefined;
 }

@@ -75,6 +75,7 @@ export function createEntry(
       language: undefined,
       responseHeaders: {},
       decision: "none",
+      refusal: undefined,
       upstreamMs: undefined,
     };
     inFlight++;
@@ -115,6 +116,7 @@ function accessLog(
     clientId: ctx.clientId,
     issuer: ctx.issuer,
     decision: ctx.decision,
+    reason: ctx.refusal,
   });
   spans?.record(ctx, status, durationMs);
 }

@@ -14,6 +14,14 @@ import { KeysUnavailable } from "../tokens/provider-tokens.js";
 import { OWN_ISSUER_NAME } from "../config/issuers-schema.js";
 import type { TokenMarks } from "../tokens/marks.js";
 import type { BearerChallenge } from "../tokens/metadata.js";
+import {
+  invalidTokenAnswers,
+  malformedAnswer,
+  type InvalidTokenAnswers,
+  missingAnswer,
+  refused,
+} from "../tokens/bearer-answers.js";
+import { BEARER_REFUSALS, type BearerRefusal, type TokenRule } from "../tokens/refusal-reasons.js";
 
 /** Longest bearer token read; a longer one is refused before any parsing. */
 export const MAX_BEARER_TOKEN_LENGTH = 4096;
@@ -21,65 +29,24 @@ export const MAX_BEARER_TOKEN_LENGTH = 4096;
 // RFC 6750 §2.1: b64token = 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"="
 const B64TOKEN = /^[A-Za-z0-9\-._~+/]+=*$/;
 
-function invalidRequest(message: string): Reply {
-  return errorReply(400, "invalid_request", message, {
-    "www-authenticate": 'Bearer realm="gatehouse", error="invalid_request"',
-  });
-}
-
-const TWO_AUTHORIZATIONS = invalidRequest("the request has more than one Authorization header");
-const EMPTY_BEARER = invalidRequest("the Bearer scheme needs a token");
-const NOT_B64TOKEN = invalidRequest("the bearer token has characters a token cannot have");
-const TOO_LONG = invalidRequest(
+// The request's credentials cannot be read (rule `malformed`), each case in words of its own.
+const TWO_AUTHORIZATIONS = malformedAnswer("the request has more than one Authorization header");
+const EMPTY_BEARER = malformedAnswer("the Bearer scheme needs a token");
+const NOT_B64TOKEN = malformedAnswer("the bearer token has characters a token cannot have");
+const TOO_LONG = malformedAnswer(
   `the bearer token must be at most ${MAX_BEARER_TOKEN_LENGTH} bytes`,
 );
-const TOKEN_IN_QUERY = invalidRequest("send the token in the Authorization header, not the URI");
+const TOKEN_IN_QUERY = malformedAnswer("send the token in the Authorization header, not the URI");
 
-/** The 401 answers of a config: their challenges point to its protected resource metadata. */
-function refusals(challenge: BearerChallenge) {
-  const invalidToken = (message: string, description?: string): Reply =>
-    errorReply(401, "invalid_token", message, {
-      "www-authenticate": challenge(
-        description === undefined
-          ? 'error="invalid_token"'
-          : `error="invalid_token", error_description="${description}"`,
-      ),
-    });
-  return {
-    // RFC 6750 §3.1: a request without credentials gets a challenge without an error code.
-    missing: errorReply(401, "unauthorized", "this route requires a bearer token", {
-      "www-authenticate": challenge(),
-    }),
-    invalid: invalidToken("the bearer token is not valid"),
-    expired: invalidToken("the bearer token has expired"),
-    clientGone: invalidToken("the bearer token's client is no longer configured"),
-    revoked: invalidToken("the bearer token has been revoked"),
-    // RFC 9449 §7.1, RFC 8705 §3: a bound token used as a bearer token; the description says
-    // why, so the client's developer need not guess.
-    senderConstrained: invalidToken(
-      "the bearer token is bound to a key (cnf); sender-constrained tokens are not supported",
-      "sender-constrained tokens are not supported",
-    ),
-    // A provider's client that is not listed, whose id is one of gatehouse's own clients' ids:
-    // the upstream, reading X-Client-Id, could not tell the two apart.
-    clientIdCollision: invalidToken(
-      "the bearer token's client id is the id of one of gatehouse's own clients, and its issuer does not list it",
-      "the client id is taken by another client",
-    ),
-  };
-}
-
-type Refusals = ReturnType<typeof refusals>;
-
-// A provider's unknown `kid` while its keys cannot be fetched: the token may be good, so it must
-// not be thrown away as a 401 would make the client do.
+// A provider's unknown `kid` that no fetch since it was asked for has answered: the token may be
+// good, so it must not be thrown away as a 401 would make the client do.
 function keysUnavailable(error: KeysUnavailable): Reply {
-  return errorReply(
-    503,
-    "temporarily_unavailable",
-    `the keys of the token's issuer (${error.issuer}) cannot be fetched; retry after ${error.retryAfterSeconds} s`,
-    { "retry-after": String(error.retryAfterSeconds) },
-  );
+  const seconds = error.retryAfterSeconds;
+  const message =
+    error.reason === "unknown_kid"
+      ? `${BEARER_REFUSALS.unknown_kid} yet; the keys of ${error.issuer} are fetched again in ${seconds} s`
+      : `${BEARER_REFUSALS.keys_unavailable} (${error.issuer}); retry after ${seconds} s`;
+  return errorReply(503, "temporarily_unavailable", message, { "retry-after": String(seconds) });
 }
 
 const UNAVAILABLE = Symbol("unavailable");
@@ -123,7 +90,7 @@ function tooManyRefused(decision: FailureDecision, rule: FailureRule): Reply {
   const retryAfter = decision.retryAfterSeconds;
   return tooManyRequests(
     "rate_limited",
-    `more than ${rule.limit} refused bearer tokens from this address per ${rule.window}; retry after ${retryAfter} s`,
+    `${BEARER_REFUSALS.rate_limited}: more than ${rule.limit} per ${rule.window}; retry after ${retryAfter} s`,
     retryAfter,
     rule.limit,
     rule.window,
@@ -166,38 +133,32 @@ function bearerToken(ctx: RequestContext): string | Reply | typeof NO_CREDENTIAL
 // was signed by its issuer (the client is renewing, not forging); an unknown `kid` is what every
 // good token has after a provider rotates its keys, or gatehouse restarts with a generated key; a
 // provider's client that is not listed, or whose id is taken, holds a genuine token.
-function uncounted(
-  error: TokenRejected | KeysUnavailable,
-  answers: Refusals,
-): readonly [string, Reply] | undefined {
-  if (error instanceof KeysUnavailable) return ["bearer_keys_unavailable", keysUnavailable(error)];
-  if (error.reason === "expired") return ["bearer_expired", answers.expired];
-  if (error.reason === "unknown_kid") return ["bearer_unknown_kid", answers.invalid];
-  if (error.reason === "unknown_client") return ["bearer_client_removed", answers.clientGone];
-  if (error.reason === "client_id_collision") {
-    return ["bearer_client_id_collision", answers.clientIdCollision];
-  }
-  return undefined;
-}
+const UNCOUNTED: ReadonlySet<TokenRule> = new Set<TokenRule>([
+  "expired",
+  "unknown_kid",
+  "client_unknown",
+  "client_id_collision",
+]);
 
-// A refusal that counts against the address: the token's reason for the metric, and the answer.
-function refusal(
+// A failed verification's rule and answer, and whether it counts against the address.
+function rejection(
   error: TokenRejected | KeysUnavailable,
-  answers: Refusals,
-): readonly [string, Reply] {
-  return error instanceof TokenRejected && error.reason === "sender_constrained"
-    ? ["bearer_sender_constrained", answers.senderConstrained]
-    : ["bearer_invalid", answers.invalid];
+  invalid: InvalidTokenAnswers,
+): readonly [BearerRefusal, Reply, boolean] {
+  if (error instanceof KeysUnavailable) return [error.reason, keysUnavailable(error), false];
+  return [error.reason, invalid[error.reason], !UNCOUNTED.has(error.reason)];
 }
 
 /**
  * Requires a valid access token on `auth: bearer` routes (RFC 6750), gatehouse's own or a trusted
  * issuer's (its keys from `keySetFor`), and records its client, issuer and scopes in `ctx`. A
  * token verified before answers from the cache, without a signature check. A token that fails
- * verification, other than by expiring, naming an unknown key or an unlisted client, counts
+ * verification, other than by expiring, naming an unknown key or an unlisted or taken client, counts
  * against its client IP in `failures`; beyond the limit, the IP's tokens that are not in the cache
  * are refused without a check. A revoked token (RFC 7009, by its `jti` in `marks`) is refused.
- * Its 401 challenges are `challenge`'s, which point to the protected resource metadata.
+ * Every refusal names its rule: in words in its answer, and as `bearer_<rule>` in the access log's
+ * `reason` and in gatehouse_auth_failures_total. Its 401 challenges are `challenge`'s, which
+ * point to the protected resource metadata.
  */
 export function createAuthenticateStage(
   settings: TokenSettings,
@@ -208,14 +169,13 @@ export function createAuthenticateStage(
   challenge: BearerChallenge,
 ): Stage {
   const { metrics, now } = services;
-  const answers = refusals(challenge);
+  const missing = missingAnswer(challenge);
+  const invalid = invalidTokenAnswers(challenge);
   const verifier = createTokenVerifier(settings, keySetFor);
   const clients = settings.clients.ids;
 
-  const refuse = (reason: string, reply: Reply): Reply => {
-    metrics.authFailures.inc({ reason });
-    return reply;
-  };
+  const refuse = (ctx: RequestContext, rule: BearerRefusal, reply: Reply): Reply =>
+    refused(ctx, metrics.authFailures, rule, reply);
 
   const admit = (
     ctx: RequestContext,
@@ -223,7 +183,7 @@ export function createAuthenticateStage(
     revoked: boolean | "unavailable",
   ): Reply | undefined => {
     if (revoked === "unavailable") return unavailable(ctx, REVOCATIONS_UNAVAILABLE);
-    if (revoked) return refuse("bearer_revoked", answers.revoked);
+    if (revoked) return refuse(ctx, "revoked", invalid.revoked);
     ctx.clientId = token.clientId;
     ctx.issuer = token.issuer;
     ctx.clientKey = token.clientKey;
@@ -240,7 +200,9 @@ export function createAuthenticateStage(
     // revoking it is the provider's (RFC 7009 §2.2), so gatehouse's denylist has nothing of it.
     if (token.issuer !== OWN_ISSUER_NAME) return admit(ctx, token, false);
     // A token outlives a config change; its client must still be listed.
-    if (!clients.has(token.clientId)) return refuse("bearer_client_removed", answers.clientGone);
+    if (!clients.has(token.clientId)) {
+      return refuse(ctx, "client_unknown", invalid.client_unknown);
+    }
     const revoked = marks.isRevoked(token.clientId, token.jti, nowMs);
     return revoked instanceof Promise
       ? revoked.then((settled) => admit(ctx, token, settled))
@@ -248,23 +210,22 @@ export function createAuthenticateStage(
   };
 
   async function verifyNew(ctx: RequestContext, token: string, nowMs: number) {
-    const ip = ctx.client.address;
-    const early = await limiterCall(services, ctx, failures.peek(ip));
+    const early = await limiterCall(services, ctx, failures.peek(ctx.client.address));
     if (early === UNAVAILABLE) return unavailable(ctx, LIMITS_UNAVAILABLE);
     if (!early.allowed) {
-      return refuse("bearer_rate_limited", tooManyRefused(early, settings.failureLimit));
+      return refuse(ctx, "rate_limited", tooManyRefused(early, settings.failureLimit));
     }
     let verified: VerifiedToken;
     try {
       verified = await verifier.verify(token, nowMs);
     } catch (error) {
       if (!(error instanceof TokenRejected || error instanceof KeysUnavailable)) throw error;
-      const answer = uncounted(error, answers);
-      if (answer !== undefined) return refuse(...answer);
-      const counted = await limiterCall(services, ctx, failures.failed(ip));
-      return counted === UNAVAILABLE
-        ? unavailable(ctx, LIMITS_UNAVAILABLE)
-        : refuse(...refusal(error, answers));
+      const [rule, reply, counts] = rejection(error, invalid);
+      if (counts) {
+        const counted = await limiterCall(services, ctx, failures.failed(ctx.client.address));
+        if (counted === UNAVAILABLE) return unavailable(ctx, LIMITS_UNAVAILABLE);
+      }
+      return refuse(ctx, rule, reply);
     }
     metrics.bearerTokensVerified.inc({ issuer: verified.issuer });
     return accept(ctx, verified, nowMs);
@@ -273,15 +234,15 @@ export function createAuthenticateStage(
   return function authenticate(ctx) {
     if (ctx.route?.auth !== "bearer") return undefined;
     const token = bearerToken(ctx);
-    if (token === NO_CREDENTIALS) return refuse("bearer_missing", answers.missing);
-    if (typeof token !== "string") return refuse("bearer_malformed", token);
+    if (token === NO_CREDENTIALS) return refuse(ctx, "missing", missing);
+    if (typeof token !== "string") return refuse(ctx, "malformed", token);
     const nowMs = now();
     const known = verifier.cached(token, nowMs);
     // A token verified before is a compact JWS and so a b64token: only a new one is scanned.
     if (known === undefined && !B64TOKEN.test(token)) {
-      return refuse("bearer_malformed", NOT_B64TOKEN);
+      return refuse(ctx, "malformed", NOT_B64TOKEN);
     }
-    if (queryHasAccessToken(ctx.query)) return refuse("bearer_malformed", TOKEN_IN_QUERY);
+    if (queryHasAccessToken(ctx.query)) return refuse(ctx, "malformed", TOKEN_IN_QUERY);
     if (known !== undefined) return accept(ctx, known, nowMs);
     return verifyNew(ctx, token, nowMs);
   };

@@ -84,7 +84,7 @@ export function buildStages(config: Snapshot, deps: PipelineDeps): readonly Stag
     createAuthenticateStage(config.tokens, failures, marks, services, deps.keySetFor, challenge),
     // 403 for a token without the route's scopes: known only once the token is, and before
     // anything counts, so a refused request is neither counted nor forwarded.
-    createScopesStage(config.routes, challenge),
+    createScopesStage(config.routes, challenge, services.metrics.authFailures),
     // After the route (only forwarded requests) and before the limits, so a refused
     // translation parameter (400) is never counted.
     createLanguageStage(config.languages),

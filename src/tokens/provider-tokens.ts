@@ -6,17 +6,22 @@
 import { errors, jwtVerify, type JWTHeaderParameters, type JWTPayload } from "jose";
 import type { GrantedScopes } from "../core/context.js";
 import type { TrustedIssuer } from "./settings.js";
-import type { IssuerKeySet, KeyChooser } from "./issuer-keys.js";
-import { NO_SCOPES, TokenRejected, type VerifiedToken } from "./verified.js";
+import type { IssuerKeySet, KeyChooser, KidAnswer } from "./issuer-keys.js";
+import { NO_SCOPES, rejectionOf, TokenRejected, type VerifiedToken } from "./verified.js";
 import { mediaTypeOf, mediaTypes } from "./media-type.js";
 
-/** A provider's unknown `kid` while its keys cannot be fetched: 503, never 401. */
+/**
+ * A provider's unknown `kid` that no fetch made since it was asked for has answered: 503, never
+ * 401, since the token may be good. `reason` says why: `keys_unavailable` (the keys cannot be
+ * fetched) or `unknown_kid` (the refetch waits for the cool-down to end).
+ */
 export class KeysUnavailable extends Error {
   constructor(
     readonly issuer: string,
     readonly retryAfterSeconds: number,
+    readonly reason: "keys_unavailable" | "unknown_kid",
   ) {
-    super(`the keys of ${issuer} cannot be fetched`);
+    super(`the keys of ${issuer} hold no key for the token's kid yet`);
     this.name = "KeysUnavailable";
   }
 }
@@ -72,31 +77,38 @@ function clientIdOf(payload: JWTPayload, claim: string | undefined): string {
   return value;
 }
 
-function unknownKid(issuer: TrustedIssuer, keys: IssuerKeySet): Error {
+const UNKNOWN_KID = "no key of the issuer has this token's kid";
+
+// What an unknown `kid` is answered: 401 once a good fetch made since it was asked for lacks it,
+// 503 until then.
+function unknownKid(issuer: TrustedIssuer, answer: Exclude<KidAnswer, "known">): Error {
+  if (answer === "unknown") return new TokenRejected("unknown_kid", UNKNOWN_KID);
+  const reason = answer.waiting === "cooldown" ? "unknown_kid" : "keys_unavailable";
+  return new KeysUnavailable(issuer.name, answer.retryAfterSeconds, reason);
+}
+
+// What a token without `kid`, or one whose `alg` no key of its `kid` fits, is answered.
+function noKeyFits(issuer: TrustedIssuer, keys: IssuerKeySet): Error {
   return keys.fresh
-    ? new TokenRejected("unknown_kid", "no key of the issuer has this token's kid")
-    : new KeysUnavailable(issuer.name, keys.retryAfterSeconds());
+    ? new TokenRejected("unknown_kid", UNKNOWN_KID)
+    : new KeysUnavailable(issuer.name, keys.retryAfterSeconds(), "keys_unavailable");
 }
 
 // RFC 8725 §3.10: a key only by exact `kid` among the issuer's own; jku, x5u and jwk are never
 // used. An unknown `kid` asks for the keys again (the provider may have rotated).
 function keyChooser(issuer: TrustedIssuer, keys: IssuerKeySet) {
-  const known = (header: JWTHeaderParameters): KeyChooser | undefined =>
-    keys.chooser !== undefined && (header.kid === undefined || keys.hasKid(header.kid))
-      ? keys.chooser
-      : undefined;
   return async (header: JWTHeaderParameters, token: Parameters<KeyChooser>[1]) => {
-    let chooser = known(header);
-    if (chooser === undefined) {
-      await keys.refresh();
-      chooser = known(header);
-      if (chooser === undefined) throw unknownKid(issuer, keys);
+    if (header.kid !== undefined && !keys.hasKid(header.kid)) {
+      const answer = await keys.lookup(header.kid);
+      if (answer !== "known") throw unknownKid(issuer, answer);
     }
+    const chooser = keys.chooser;
+    if (chooser === undefined) throw noKeyFits(issuer, keys);
     try {
       return await chooser(header, token);
     } catch (error) {
       // No member fits the header's alg and kid (a token without kid whose alg has no key).
-      if (error instanceof errors.JWKSNoMatchingKey) throw unknownKid(issuer, keys);
+      if (error instanceof errors.JWKSNoMatchingKey) throw noKeyFits(issuer, keys);
       throw error;
     }
   };
@@ -109,11 +121,11 @@ function checkHeaderAndTime(
   toleranceS: number,
 ): void {
   if (header.typ !== undefined && !ACCEPTED_TYP.has(mediaTypeOf(header.typ) ?? "")) {
-    throw new TokenRejected("claims", "typ must be at+jwt or JWT (any case, application/ or not)");
+    throw new TokenRejected("typ", "typ must be at+jwt or JWT (any case, application/ or not)");
   }
   // jose checks iat only against a maximum age; an iat in the future is a forged or broken clock.
   if (payload.iat !== undefined && payload.iat > nowS + toleranceS) {
-    throw new TokenRejected("claims", "iat is in the future");
+    throw new TokenRejected("not_yet_valid", "iat is in the future");
   }
 }
 
@@ -137,21 +149,19 @@ export async function verifyProviderToken(
       currentDate: new Date(nowMs),
     });
   } catch (error) {
-    if (error instanceof TokenRejected || error instanceof KeysUnavailable) throw error;
-    const reason = error instanceof errors.JWTExpired ? "expired" : "invalid";
-    throw new TokenRejected(reason, (error as Error).message);
+    throw error instanceof KeysUnavailable ? error : rejectionOf(error);
   }
   const { payload, protectedHeader } = verified;
   checkHeaderAndTime(protectedHeader, payload, nowMs / 1000, toleranceS);
   // RFC 9449 §6, RFC 8705 §3: a token bound to a key is only good with proof of that key, which a
   // bearer request does not carry.
   if (payload.cnf !== undefined) {
-    throw new TokenRejected("sender_constrained", "sender-constrained tokens are not supported");
+    throw new TokenRejected("binding", "the token is bound to a key (cnf)");
   }
   const clientId = clientIdOf(payload, issuer.clientClaim);
   const listed = issuer.clients.get(clientId);
   if (listed === undefined && issuer.plan === undefined) {
-    throw new TokenRejected("unknown_client", "the issuer's client is not listed");
+    throw new TokenRejected("client_unknown", "the issuer's client is not listed");
   }
   // The upstream reads X-Client-Id alone: an unlisted provider client with the id of one of
   // gatehouse's own would reach it as that client. Listing it under the issuer says it is meant.

@@ -1,23 +1,55 @@
-/** What verifying a bearer token yields: the token's facts, or why it was refused. */
+/** What verifying a bearer token yields: the token's facts, or the rule it broke. */
+import { errors } from "jose";
 import type { GrantedScopes } from "../core/context.js";
+import type { TokenRule } from "./refusal-reasons.js";
 
-/** Why a token was refused; the reason feeds logs and metrics, never the client's answer. */
+/**
+ * Why a token was refused: `reason` names the rule (its words are in BEARER_REFUSALS); the
+ * message says more for a debugging reader and never reaches the client's answer.
+ */
 export class TokenRejected extends Error {
   constructor(
-    readonly reason:
-      | "malformed"
-      | "unknown_kid"
-      | "expired"
-      | "claims"
-      | "invalid"
-      | "sender_constrained"
-      | "unknown_client"
-      | "client_id_collision",
+    readonly reason: TokenRule,
     message: string,
   ) {
     super(message);
     this.name = "TokenRejected";
   }
+}
+
+// The rule a failed claim check broke, by the claim jose names (JWTClaimValidationFailed.claim):
+// a missing or ill-typed claim is `claims`, except `iss` and `aud`, which name who the token is
+// from and for whether absent or wrong.
+function claimRule(failed: errors.JWTClaimValidationFailed): TokenRule {
+  if (failed.claim === "iss") return "issuer";
+  if (failed.claim === "aud") return "audience";
+  if (failed.claim === "typ") return "typ";
+  if (failed.reason !== "check_failed") return "claims";
+  // `nbf` or `iat` in the future (beyond the tolerance); another check is a wrong value (`sub`).
+  return failed.claim === "nbf" || failed.claim === "iat" ? "not_yet_valid" : "claims";
+}
+
+/** The refusal for an error jose raised while verifying a token (RFC 7515, RFC 7519). */
+export function rejectionOf(error: unknown): TokenRejected {
+  if (error instanceof TokenRejected) return error;
+  const message = (error as Error).message;
+  // A JWTExpired is `exp` in the past, or an `iat` older than the token's maximum age.
+  if (error instanceof errors.JWTExpired) return new TokenRejected("expired", message);
+  if (error instanceof errors.JWTClaimValidationFailed) {
+    return new TokenRejected(claimRule(error), message);
+  }
+  if (error instanceof errors.JOSEAlgNotAllowed) return new TokenRejected("algorithm", message);
+  // A header or payload that is not JSON, no `alg`, an unencoded payload, an unknown `crit`.
+  if (
+    error instanceof errors.JWSInvalid ||
+    error instanceof errors.JWTInvalid ||
+    error instanceof errors.JOSENotSupported
+  ) {
+    return new TokenRejected("not_a_jwt", message);
+  }
+  // A signature that does not verify, and a key that cannot verify it (several keys fit a token
+  // without `kid`, an RSA key under 2048 bits): either way no key vouches for the token.
+  return new TokenRejected("signature", message);
 }
 
 /**

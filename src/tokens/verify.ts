@@ -2,12 +2,12 @@
  * Verifies access tokens (RFC 9068 §4, RFC 8725) and remembers the verified ones until they
  * expire, so a client's requests pay one signature check per token rather than one per request.
  */
-import { decodeJwt, errors, jwtVerify, type JWTHeaderParameters } from "jose";
+import { decodeJwt, jwtVerify, type JWTHeaderParameters } from "jose";
 import { OWN_ISSUER_NAME } from "../config/issuers-schema.js";
 import type { TokenSettings, TrustedIssuer } from "./settings.js";
 import type { IssuerKeySet } from "./issuer-keys.js";
 import { verifyProviderToken } from "./provider-tokens.js";
-import { NO_SCOPES, TokenRejected, type VerifiedToken } from "./verified.js";
+import { NO_SCOPES, rejectionOf, TokenRejected, type VerifiedToken } from "./verified.js";
 import type { KeyMaterial } from "./keys.js";
 import type { GrantedScopes } from "../core/context.js";
 
@@ -43,12 +43,13 @@ const REQUIRED_CLAIMS = ["exp", "iat", "sub", "client_id", "jti"];
 export type KeySetFor = (issuer: TrustedIssuer) => IssuerKeySet;
 
 // The issuer a token names, read before its signature is checked only to choose the keys (RFC
-// 8725 §3.8: a token is checked with its own issuer's keys, never another's).
+// 8725 §3.8: a token is checked with its own issuer's keys, never another's). A token whose
+// payload is no JSON object is no JWT: an opaque token, or a JWE.
 function issuerOf(token: string): unknown {
   try {
     return decodeJwt(token).iss;
   } catch (error) {
-    throw new TokenRejected("malformed", (error as Error).message);
+    throw new TokenRejected("not_a_jwt", (error as Error).message);
   }
 }
 
@@ -96,9 +97,7 @@ export function createTokenVerifier(
         currentDate: new Date(nowMs),
       }));
     } catch (error) {
-      if (error instanceof TokenRejected) throw error;
-      const reason = error instanceof errors.JWTExpired ? "expired" : "invalid";
-      throw new TokenRejected(reason, (error as Error).message);
+      throw rejectionOf(error);
     }
     const clientId = payload.client_id;
     if (typeof clientId !== "string" || clientId !== payload.sub) {
@@ -118,7 +117,7 @@ export function createTokenVerifier(
     if (iss === settings.issuer && settings.ownTokens) return verifyOwn(token, nowMs);
     const issuer = typeof iss === "string" ? byIss.get(iss) : undefined;
     if (issuer === undefined || keySetFor === undefined) {
-      throw new TokenRejected("invalid", "the token's issuer is not trusted");
+      throw new TokenRejected("issuer", "the token's issuer is not trusted");
     }
     return verifyProviderToken(issuer, keySetFor(issuer), token, nowMs, clockToleranceSeconds);
   };
@@ -133,7 +132,7 @@ export function createTokenVerifier(
     },
     async verify(token, nowMs) {
       if (!COMPACT_JWS.test(token)) {
-        throw new TokenRejected("malformed", "the token is not a compact JWS");
+        throw new TokenRejected("not_a_jwt", "the token is not a compact JWS");
       }
       const entry = await verifyAny(token, nowMs);
       remember(token, entry);

@@ -257,14 +257,14 @@ t.test("refused tokens: exit 1, the reason, the message and the answer", async (
     [
       "expired",
       await own(Date.now() - 2 * 3600_000),
-      "expired",
-      /"exp" claim timestamp check failed/,
+      "bearer_expired",
+      /^the token has expired: "exp" claim timestamp check failed$/,
     ],
     [
       "for another audience",
       await own(Date.now(), "https://other.example.com"),
-      "invalid",
-      /unexpected "aud" claim value/,
+      "bearer_audience",
+      /^the token is not meant for this resource \(aud\): unexpected "aud" claim value$/,
     ],
     [
       "signed by another key",
@@ -274,11 +274,16 @@ t.test("refused tokens: exit 1, the reason, the message and the answer", async (
           audience: RESOURCE,
         })
       ).token,
-      "unknown_kid",
-      /^no key has this token's kid$/,
+      "bearer_unknown_kid",
+      /^no key of the token's issuer has its kid: no key has this token's kid$/,
     ],
-    ["tampered with", tampered, "invalid", /signature verification failed/],
-    ["opaque", "d3b07384d113edec49eaa6238ad5ff00", "malformed", /^the token is not a compact JWS$/],
+    ["tampered with", tampered, "bearer_signature", /: signature verification failed$/],
+    [
+      "opaque",
+      "d3b07384d113edec49eaa6238ad5ff00",
+      "bearer_not_a_jwt",
+      /^gatehouse verifies JWT access tokens only, .+: the token is not a compact JWS$/,
+    ],
   ];
   const seen = new Map<string, string>();
   for (const [what, token, reason, message] of cases) {
@@ -309,7 +314,7 @@ t.test("refused tokens: exit 1, the reason, the message and the answer", async (
   );
   t.equal(
     field(spaced.stdout, "verdict"),
-    "refused (malformed): the bearer token has characters a token cannot have",
+    "refused (bearer_malformed): the request's bearer credentials are malformed: the bearer token has characters a token cannot have",
   );
   t.equal(field(spaced.stdout, "answer"), "400 invalid_request");
 });
@@ -327,7 +332,7 @@ t.test("claims are printed with control characters escaped", async (t) => {
   // Signed with the file's key, but for a client the file does not list.
   t.equal(
     field(result.stdout, "verdict"),
-    "refused (unknown_client): the bearer token's client is no longer configured",
+    "refused (bearer_client_unknown): the token's client is not one gatehouse lists: the token's client is no longer in the configuration",
   );
 });
 
@@ -369,7 +374,7 @@ t.test("a trusted provider's token: accepted, its issuer named, its scopes cappe
   t.equal(unlisted.status, 1);
   t.equal(
     field(unlisted.stdout, "verdict"),
-    "refused (unknown_client): the issuer's client is not listed",
+    "refused (bearer_client_unknown): the token's client is not one gatehouse lists: the issuer's client is not listed",
   );
 });
 
@@ -385,7 +390,7 @@ t.test("a provider whose keys cannot be fetched: 503, and the fetch failure name
   );
   t.equal(
     field(result.stdout, "verdict"),
-    "refused (keys_unavailable): the keys of corp cannot be fetched",
+    "refused (bearer_keys_unavailable): the keys of the token's issuer cannot be fetched: the keys of corp hold no key for the token's kid yet",
   );
   t.equal(field(result.stdout, "answer"), "503 temporarily_unavailable");
 });
@@ -401,7 +406,7 @@ t.test("a revoked token, read from the state file once gatehouse has stopped", a
     field(result.stdout, "revocation"),
     /^revoked: its jti is in the state file .*state\.json$/,
   );
-  t.equal(field(result.stdout, "verdict"), "refused (revoked): the bearer token has been revoked");
+  t.equal(field(result.stdout, "verdict"), "refused (bearer_revoked): the token has been revoked");
   const kept = await tokenCheck(["token", "check", "--config", config], issued);
   t.equal(kept.status, 0);
   t.match(
@@ -439,7 +444,7 @@ t.test("a client the file no longer lists, and a file without a signing key", as
   t.equal(gone.status, 1);
   t.equal(
     field(gone.stdout, "verdict"),
-    "refused (unknown_client): the bearer token's client is no longer configured",
+    "refused (bearer_client_unknown): the token's client is not one gatehouse lists: the token's client is no longer in the configuration",
   );
 
   const unchecked = await tokenCheck(["token", "check", "--config", ephemeral], issued);

@@ -399,6 +399,7 @@ t.test(
     const id = String(early.headers["x-request-id"]);
     const line = await h.logged((entry) => entry.requestId === id && entry.msg === "request");
     t.equal(line.reason, "bearer_unknown_kid");
+    t.equal(line.decision, "keys_unavailable", "told apart from the upstream's 5xx");
     const never = await tokenOf(third, "never-published");
     t.equal((await call(never, h)).status, 503, "a kid the provider never had waits alike");
     t.equal(jwksHits(), 2, "no fetch during the cool-down");

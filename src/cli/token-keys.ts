@@ -6,7 +6,7 @@ import { createLocalJWKSet } from "jose";
 import { systemClock } from "../clock.js";
 import type { Snapshot } from "../config/snapshot.js";
 import { fetchKeys, KeysFetchFailed } from "../tokens/issuer-fetch.js";
-import { usableKeys, type IssuerKeySet } from "../tokens/issuer-keys.js";
+import { usableKeys, type IssuerKeySet, type KidAnswer } from "../tokens/issuer-keys.js";
 import type { TrustedIssuer } from "../tokens/settings.js";
 
 /** Whether a key with the token's `kid` is one of its issuer's. */
@@ -25,8 +25,9 @@ export interface FetchedKeys {
   readonly failure: string | undefined;
 }
 
-// The command fetches once: it retries nothing, and so has no wait to announce.
-const NO_RETRY = (): Promise<void> => Promise.resolve();
+// The command fetches once: a kid the fetch did not bring is unknown, and after a failed fetch
+// the keys are unavailable, as a running gatehouse would find them.
+const UNAVAILABLE: KidAnswer = { waiting: "unavailable", retryAfterSeconds: 1 };
 
 /**
  * The keys of `issuer`, fetched once, as the set the verifier reads: a running gatehouse's
@@ -41,7 +42,7 @@ export async function fetchOnce(issuer: TrustedIssuer): Promise<FetchedKeys> {
       hasKid: (kid) => kids.has(kid),
       fresh: true,
       retryAfterSeconds: () => 1,
-      refresh: NO_RETRY,
+      lookup: (kid) => Promise.resolve(kids.has(kid) ? "known" : "unknown"),
     };
     return { set, count: usable.keys.length, failure: undefined };
   } catch (error) {
@@ -50,7 +51,7 @@ export async function fetchOnce(issuer: TrustedIssuer): Promise<FetchedKeys> {
       hasKid: () => false,
       fresh: false,
       retryAfterSeconds: () => 1,
-      refresh: NO_RETRY,
+      lookup: () => Promise.resolve(UNAVAILABLE),
     };
     const message = (error as Error).message;
     return {

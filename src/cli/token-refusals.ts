@@ -1,10 +1,11 @@
 /**
- * The refusals of `gatehouse token check`, in the vocabulary of the authenticate stage: the
- * verifier's own (TokenRejected's reason and message, as they stand), and the stage's checks
- * around the verifier. They are read here only, so that the vocabulary can change in one place.
+ * The refusals of `gatehouse token check`, in the authenticate stage's vocabulary: each names its
+ * rule (logged and counted as `bearer_<rule>`) and says it in the words a client is answered
+ * with, followed by what the verifier found, which a client is never told.
  */
-import { MAX_BEARER_TOKEN_LENGTH } from "../stages/authenticate.js";
+import { unreadableToken } from "../stages/authenticate.js";
 import { KeysUnavailable } from "../tokens/provider-tokens.js";
+import { BEARER_REFUSALS, refusalReason, type BearerRefusal } from "../tokens/refusal-reasons.js";
 import type { TokenRejected } from "../tokens/verify.js";
 
 /** What gatehouse would do with the token. */
@@ -12,7 +13,7 @@ export type Verdict =
   | { readonly outcome: "accepted" }
   | {
       readonly outcome: "refused";
-      /** The rule the token broke: the verifier's reason, or the stage's own. */
+      /** The rule the token broke, as the log and the metric name it: `bearer_<rule>`. */
       readonly reason: string;
       readonly message: string;
       /** The answer: its status and `error` code. */
@@ -24,64 +25,35 @@ export type Verdict =
 
 type Refusal = Extract<Verdict, { outcome: "refused" }>;
 
-/** The verifier's refusal as the authenticate stage answers it. */
-export function refusalOf(error: TokenRejected | KeysUnavailable): Refusal {
-  if (error instanceof KeysUnavailable) {
-    // An unknown kid while the issuer's keys cannot be fetched: 503, the token may be good.
-    return {
-      outcome: "refused",
-      reason: "keys_unavailable",
-      message: error.message,
-      status: 503,
-      error: "temporarily_unavailable",
-    };
-  }
-  return {
-    outcome: "refused",
-    reason: error.reason,
-    message: error.message,
-    status: 401,
-    error: "invalid_token",
-  };
+function refusal(rule: BearerRefusal, detail: string, status: number, error: string): Refusal {
+  const words = BEARER_REFUSALS[rule];
+  const message = detail === words ? words : `${words}: ${detail}`;
+  return { outcome: "refused", reason: refusalReason(rule), message, status, error };
 }
 
-/** What the authenticate stage refuses itself, before and after the verifier. */
-export const STAGE_REFUSALS = {
-  tooLong: {
-    outcome: "refused",
-    reason: "malformed",
-    message: `the bearer token must be at most ${MAX_BEARER_TOKEN_LENGTH} bytes`,
-    status: 400,
-    error: "invalid_request",
-  },
-  notB64Token: {
-    outcome: "refused",
-    reason: "malformed",
-    message: "the bearer token has characters a token cannot have",
-    status: 400,
-    error: "invalid_request",
-  },
-  clientGone: {
-    outcome: "refused",
-    reason: "unknown_client",
-    message: "the bearer token's client is no longer configured",
-    status: 401,
-    error: "invalid_token",
-  },
-  revoked: {
-    outcome: "refused",
-    reason: "revoked",
-    message: "the bearer token has been revoked",
-    status: 401,
-    error: "invalid_token",
-  },
-} as const satisfies Record<string, Refusal>;
+/** The verifier's refusal as the authenticate stage answers it. */
+export function refusalOf(error: TokenRejected | KeysUnavailable): Refusal {
+  // The issuer's keys cannot be fetched, or its kid waits for the next fetch: 503, the token
+  // may be good.
+  if (error instanceof KeysUnavailable) {
+    return refusal(error.reason, error.message, 503, "temporarily_unavailable");
+  }
+  return refusal(error.reason, error.message, 401, "invalid_token");
+}
 
-// RFC 6750 §2.1: b64token = 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"="
-const B64TOKEN = /^[A-Za-z0-9\-._~+/]+=*$/;
+/** What the authenticate stage refuses itself, after the verifier. */
+export const STAGE_REFUSALS = {
+  clientGone: refusal(
+    "client_unknown",
+    "the token's client is no longer in the configuration",
+    401,
+    "invalid_token",
+  ),
+  revoked: refusal("revoked", BEARER_REFUSALS.revoked, 401, "invalid_token"),
+} as const satisfies Record<string, Refusal>;
 
 /** Why the stage refuses `token` before the verifier reads it; undefined when it does not. */
 export function syntaxRefusal(token: string): Refusal | undefined {
-  if (token.length > MAX_BEARER_TOKEN_LENGTH) return STAGE_REFUSALS.tooLong;
-  return B64TOKEN.test(token) ? undefined : STAGE_REFUSALS.notB64Token;
+  const problem = unreadableToken(token);
+  return problem === undefined ? undefined : refusal("malformed", problem, 400, "invalid_request");
 }

@@ -29,13 +29,20 @@ export const MAX_BEARER_TOKEN_LENGTH = 4096;
 // RFC 6750 §2.1: b64token = 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"="
 const B64TOKEN = /^[A-Za-z0-9\-._~+/]+=*$/;
 
+const TOO_LONG_WORDS = `the bearer token must be at most ${MAX_BEARER_TOKEN_LENGTH} bytes`;
+const NOT_B64TOKEN_WORDS = "the bearer token has characters a token cannot have";
+
+/** Why a bearer token cannot even be read (rule `malformed`), or undefined when it can. */
+export function unreadableToken(token: string): string | undefined {
+  if (token.length > MAX_BEARER_TOKEN_LENGTH) return TOO_LONG_WORDS;
+  return B64TOKEN.test(token) ? undefined : NOT_B64TOKEN_WORDS;
+}
+
 // The request's credentials cannot be read (rule `malformed`), each case in words of its own.
 const TWO_AUTHORIZATIONS = malformedAnswer("the request has more than one Authorization header");
 const EMPTY_BEARER = malformedAnswer("the Bearer scheme needs a token");
-const NOT_B64TOKEN = malformedAnswer("the bearer token has characters a token cannot have");
-const TOO_LONG = malformedAnswer(
-  `the bearer token must be at most ${MAX_BEARER_TOKEN_LENGTH} bytes`,
-);
+const NOT_B64TOKEN = malformedAnswer(NOT_B64TOKEN_WORDS);
+const TOO_LONG = malformedAnswer(TOO_LONG_WORDS);
 const TOKEN_IN_QUERY = malformedAnswer("send the token in the Authorization header, not the URI");
 
 // A provider's unknown `kid` that no fetch since it was asked for has answered: the token may be
@@ -221,6 +228,8 @@ export function createAuthenticateStage(
     } catch (error) {
       if (!(error instanceof TokenRejected || error instanceof KeysUnavailable)) throw error;
       const [rule, reply, counts] = rejection(error, invalid);
+      // The issuer's keys, not the upstream, answered 503: the metrics tell the two apart.
+      if (error instanceof KeysUnavailable) ctx.decision = "keys_unavailable";
       if (counts) {
         const counted = await limiterCall(services, ctx, failures.failed(ctx.client.address));
         if (counted === UNAVAILABLE) return unavailable(ctx, LIMITS_UNAVAILABLE);

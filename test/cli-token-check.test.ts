@@ -5,7 +5,6 @@
  * from a real provider in this process (oidc-provider, its keys found by discovery on port 0). A
  * revocation is read from the state file the stopped gatehouse saved.
  */
-import { spawn } from "node:child_process";
 import { createPublicKey } from "node:crypto";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -15,12 +14,11 @@ import { loadSnapshot } from "../src/config/snapshot.js";
 import { issueToken } from "../src/tokens/issue.js";
 import { generateKeyPem } from "../src/tokens/keys.js";
 import { revokeWithSecret } from "./helpers/assertions.js";
-import { startCli, type CliResult } from "./helpers/cli.js";
+import { runCli, startCli, type CliResult } from "./helpers/cli.js";
 import { startProvider, type ProviderClient } from "./helpers/provider.js";
 import { clientsYaml, obtainToken, type TestClient } from "./helpers/tokens.js";
 import { startUpstream } from "./helpers/upstream.js";
 
-const CLI = "dist/src/cli.js";
 const ISSUER = "https://auth.example.com";
 const RESOURCE = "https://api.example.com";
 const APP: TestClient = {
@@ -38,21 +36,7 @@ const STRANGER: ProviderClient = { id: "stranger", secret: "stranger-secret", sc
 
 /** Runs `gatehouse token check ...args` with `input` on stdin, to its end. */
 function tokenCheck(args: readonly string[], input = ""): Promise<CliResult> {
-  const child = spawn(process.execPath, [CLI, ...args], {
-    env: { ...process.env, GATEHOUSE_CONFIG: "" },
-    stdio: ["pipe", "pipe", "pipe"],
-  });
-  // A command that exits before reading stdin closes the pipe under a write: not a failure here.
-  child.stdin.on("error", () => undefined);
-  child.stdin.end(input);
-  let stdout = "";
-  let stderr = "";
-  child.stdout.setEncoding("utf8").on("data", (chunk: string) => (stdout += chunk));
-  child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk));
-  return new Promise((resolve, reject) => {
-    child.once("error", reject);
-    child.once("close", (status) => resolve({ status, stdout, stderr }));
-  });
+  return runCli([...args], { GATEHOUSE_CONFIG: "" }, input);
 }
 
 /** The value of the line labelled `label` (the label, then spaces, then the value). */

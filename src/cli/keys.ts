@@ -5,6 +5,7 @@ import { dirname } from "node:path";
 import { text } from "node:stream/consumers";
 import { generateKeyWithJwks } from "../tokens/keys.js";
 import { hashSecret } from "../tokens/secrets.js";
+import { readUnseen } from "./unseen.js";
 
 // The --out and --jwks files: the private key readable by its owner only, the public JWKS by all.
 const FILES = {
@@ -146,11 +147,8 @@ export async function pubkey(file: string | undefined): Promise<number> {
 // On a terminal the secret is typed twice, unseen, as passwd and htpasswd ask for one; the
 // prompts go to stderr, so that stdout holds the hash alone.
 async function typedSecret(): Promise<string | undefined> {
-  const { read } = await import("read");
-  const ask = (prompt: string) =>
-    read({ prompt, silent: true, replace: "", output: process.stderr });
-  const secret = await ask("client secret: ");
-  const again = await ask("again: ");
+  const secret = await readUnseen("client secret: ");
+  const again = await readUnseen("again: ");
   process.stderr.write("\n");
   if (again !== secret) {
     process.stderr.write("gatehouse: the two secrets differ; nothing was hashed\n");

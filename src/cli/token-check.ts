@@ -8,6 +8,7 @@ import { ConfigError } from "../config/load.js";
 import { loadSnapshot } from "../config/snapshot.js";
 import { configErrorText } from "./serve.js";
 import { reportToken, type RouteFact, type TimeClaim, type TokenReport } from "./token-report.js";
+import { readUnseen } from "./unseen.js";
 import type { Verdict } from "./token-refusals.js";
 
 /** The command's checked options and arguments (`check`). */
@@ -38,13 +39,7 @@ async function readStdin(): Promise<string> {
 // On a terminal the token is pasted unseen, as a password is typed: it is a credential, and the
 // terminal's scrollback is no place for it.
 async function pastedToken(): Promise<string> {
-  const { read } = await import("read");
-  const token = await read({
-    prompt: "token: ",
-    silent: true,
-    replace: "",
-    output: process.stderr,
-  });
+  const token = await readUnseen("token: ");
   process.stderr.write("\n");
   return token;
 }

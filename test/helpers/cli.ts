@@ -85,12 +85,22 @@ export interface CliResult {
   readonly stderr: string;
 }
 
-/** Runs `node <built cli> ...args` to its end, without holding this process's event loop. */
-export function runCli(args: string[], env: NodeJS.ProcessEnv = {}): Promise<CliResult> {
+/**
+ * Runs `node <built cli> ...args` to its end, without holding this process's event loop, with
+ * `input` (or nothing) on its stdin.
+ */
+export function runCli(
+  args: string[],
+  env: NodeJS.ProcessEnv = {},
+  input = "",
+): Promise<CliResult> {
   const child = spawn(process.execPath, [BUILT_CLI, ...args], {
     env: { ...process.env, ...env },
-    stdio: ["ignore", "pipe", "pipe"],
+    stdio: ["pipe", "pipe", "pipe"],
   });
+  // A command that exits before reading stdin closes the pipe under a write: not a failure.
+  child.stdin.on("error", () => undefined);
+  child.stdin.end(input);
   let stdout = "";
   let stderr = "";
   child.stdout.setEncoding("utf8").on("data", (chunk: string) => (stdout += chunk));

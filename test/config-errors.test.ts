@@ -189,7 +189,7 @@ const expected: Record<string, string[]> = {
     "11:7 clients[1].quota.burst: unknown key (allowed here: limit, period)",
   ],
   "unknown-key-nested.yaml": [
-    '6:5 routes[0].cots: unknown key; did you mean "cost"? (allowed here: path, methods, cost, auth, scopes, scopes_any)',
+    '6:5 routes[0].cots: unknown key; did you mean "cost"? (allowed here: path, methods, cost, auth, scopes, scopes_any, dpop)',
   ],
   "unknown-key.yaml": [
     '3:3 upstream.timout: unknown key; did you mean "timeout"? (allowed here: url, timeout, max_sockets, idle_timeout, server_name, identity_header, issuer_header, scopes_header, forward_authorization, underscore_headers)',

@@ -234,10 +234,19 @@ t.test("cnf: a sender-constrained token is never taken as a bearer token", async
     ...CLAIMS,
     cnf: { jkt: "0ZcOCORZNYy-DWpqq30jZyJGHTN0d2HglBV3uiguA4I" },
   });
-  const answer = await refused(t, bound, "binding", "cnf");
+  const answer = await refused(t, bound, "bound_as_bearer", "cnf.jkt");
   t.match(
     String(answer.headers["www-authenticate"]),
-    'error_description="sender-constrained tokens are not supported"',
+    'error_description="the token is bound to a key: send it with the DPoP scheme and a proof"',
+  );
+  const certificate = await signed({
+    ...CLAIMS,
+    cnf: { "x5t#S256": "bwcK0esc3ACC3DB2Y5_lESsXE8o9ltc05O89jdN-dg2" },
+  });
+  const byCertificate = await refused(t, certificate, "binding", "cnf x5t#S256");
+  t.match(
+    String(byCertificate.headers["www-authenticate"]),
+    'error_description="the token is bound to its key by a method gatehouse does not check (cnf)"',
   );
 });
 

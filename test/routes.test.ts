@@ -3,11 +3,17 @@ import t from "tap";
 import { compileRoutes } from "../src/routes/table.js";
 
 const table = compileRoutes([
-  { path: "/v1/items", methods: ["GET"], cost: 1, auth: "bearer" },
-  { path: "/v1/items/*", methods: ["GET", "PUT", "DELETE"], cost: 2, auth: "bearer" },
-  { path: "/v1/reports/**", methods: ["GET", "POST"], cost: 1, auth: "bearer" },
-  { path: "/v1/caf%c3%a9/%7Ex", methods: ["GET"], cost: 1, auth: "none" },
-  { path: "/v1/items", methods: ["POST"], cost: 1, auth: "none" },
+  { path: "/v1/items", methods: ["GET"], cost: 1, auth: "bearer", dpop: "optional" },
+  {
+    path: "/v1/items/*",
+    methods: ["GET", "PUT", "DELETE"],
+    cost: 2,
+    auth: "bearer",
+    dpop: "optional",
+  },
+  { path: "/v1/reports/**", methods: ["GET", "POST"], cost: 1, auth: "bearer", dpop: "optional" },
+  { path: "/v1/caf%c3%a9/%7Ex", methods: ["GET"], cost: 1, auth: "none", dpop: "optional" },
+  { path: "/v1/items", methods: ["POST"], cost: 1, auth: "none", dpop: "optional" },
 ]);
 
 const cases: Array<[string, string, string]> = [
@@ -40,9 +46,9 @@ t.strictSame(
 
 t.test("a literal route behind a wildcard that matches it is not taken first", async (t) => {
   const shadowed = compileRoutes([
-    { path: "/v1/*", methods: ["GET"], cost: 3, auth: "none" },
-    { path: "/v1/items", methods: ["GET", "POST"], cost: 1, auth: "none" },
-    { path: "/v1/items", methods: ["PUT"], cost: 1, auth: "none" },
+    { path: "/v1/*", methods: ["GET"], cost: 3, auth: "none", dpop: "optional" },
+    { path: "/v1/items", methods: ["GET", "POST"], cost: 1, auth: "none", dpop: "optional" },
+    { path: "/v1/items", methods: ["PUT"], cost: 1, auth: "none", dpop: "optional" },
   ]);
   const pattern = (method: string, path: string) => {
     const match = shadowed.match(method, path);
@@ -76,7 +82,13 @@ t.test("any table answers as a scan of its routes in order would", async (t) => 
   fc.assert(
     fc.property(fc.array(route, { maxLength: 8 }), request, (entries, [method, segments]) => {
       const table = compileRoutes(
-        entries.map((e) => ({ ...e, methods: [...e.methods], cost: 1, auth: "none" })),
+        entries.map((e) => ({
+          ...e,
+          methods: [...e.methods],
+          cost: 1,
+          auth: "none",
+          dpop: "optional",
+        })),
       );
       const path = "/" + segments.join("/");
       const matching = table.routes.filter((r) => r.matcher.test(path));

@@ -9,9 +9,9 @@ import { manualClock } from "./helpers/clock.js";
 
 const HOUR = 3_600_000;
 
-function memoryMarks(most: { assertions: number; revocations: number }) {
+function memoryMarks(most: { assertions: number; revocations: number; proofs?: number }) {
   const clock = manualClock(Date.UTC(2026, 0, 5, 12));
-  const local = createLocalMarks(() => clock.monotonic(), clock, most);
+  const local = createLocalMarks(() => clock.monotonic(), clock, { proofs: 100, ...most });
   const failed: unknown[] = [];
   const outage = { policy: "closed" as const, passes: () => false };
   const marks = createTokenMarks(undefined, local, outage, { failed: (e) => failed.push(e) });

@@ -190,6 +190,13 @@ async function settings(): Promise<TokenSettings> {
     grants: new Map(),
     trustedIssuers: [],
     ownTokens: true,
+    dpop: {
+      algorithms: ["ES256", "EdDSA"],
+      iatWindowSeconds: 300,
+      clockToleranceSeconds: 5,
+      nonces: undefined,
+      requiredClients: new Set(),
+    },
   };
 }
 
@@ -246,9 +253,10 @@ t.test(
           scopes: ["items:read", "items:write", "reports:read"],
           default_scopes: ["items:read"],
           resources: ["https://api.example", "https://reports.example"],
+          dpop: "optional",
         },
-        { id: "all", secret_env: "X", scopes: ["items:read", "reports:read"] },
-        { id: "none", secret_env: "X", scopes: [] },
+        { id: "all", secret_env: "X", scopes: ["items:read", "reports:read"], dpop: "optional" },
+        { id: "none", secret_env: "X", scopes: [], dpop: "optional" },
       ],
       "https://api.example",
     );

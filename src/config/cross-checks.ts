@@ -270,6 +270,23 @@ function knownScopes(file: Record<string, unknown>, ctx: Ctx): void {
   });
 }
 
+// RFC 9449 §9: nonces are made under a secret every replica holds. Where gatehouse issues no
+// tokens, it has no signing key to derive one from.
+function nonceSecret(file: Record<string, unknown>, ctx: Ctx): void {
+  const tokens = isRecord(file.tokens) ? file.tokens : {};
+  const dpop = isRecord(tokens.dpop) ? tokens.dpop : {};
+  if (dpop.nonce !== true || dpop.nonce_secret_env !== undefined) return;
+  const ownClient = list(file.clients).some(
+    (client) => isRecord(client) && client.issuer === undefined,
+  );
+  if (ownClient || trustedIssuers(file).length === 0) return;
+  problem(
+    ctx,
+    ["tokens", "dpop", "nonce_secret_env"],
+    "is needed for nonces where gatehouse issues no tokens: it has no signing key to derive them from",
+  );
+}
+
 /** Checks keys of different sections against each other; see the module comment. */
 export function crossChecks(file: unknown, ctx: Ctx): void {
   if (!isRecord(file)) return;
@@ -280,4 +297,5 @@ export function crossChecks(file: unknown, ctx: Ctx): void {
   stateFileStore(file, ctx);
   unservableRoutes(file, ctx);
   knownScopes(file, ctx);
+  nonceSecret(file, ctx);
 }

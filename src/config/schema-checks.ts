@@ -128,7 +128,13 @@ export function checkMethodsOnce(route: { methods: readonly string[] }, ctx: Ctx
 
 /** A client has exactly one credential: secret_hash, secret_env or jwks_file. */
 export function checkClientSecret(
-  client: { secret_hash?: string; secret_env?: string; jwks_file?: string; issuer?: string },
+  client: {
+    secret_hash?: string;
+    secret_env?: string;
+    jwks_file?: string;
+    issuer?: string;
+    dpop: string;
+  },
   ctx: Ctx,
 ): void {
   const secrets =
@@ -142,6 +148,10 @@ export function checkClientSecret(
         ["issuer"],
         "is for a client that authenticates to that provider: remove secret_hash, secret_env and jwks_file",
       );
+    }
+    // Whether its tokens are bound is the provider's to decide; a route's `dpop` says what passes.
+    if (client.dpop === "required") {
+      problem(ctx, ["dpop"], "is for a client gatehouse issues tokens to; use the route's dpop");
     }
     return;
   }
@@ -235,9 +245,12 @@ export function checkListedOnce(list: readonly string[], ctx: Ctx): void {
 
 /** A route needs all of `scopes` or one of `scopes_any`, not both, and only with a token. */
 export function checkRouteScopes(
-  route: { auth: string; scopes?: readonly string[]; scopes_any?: readonly string[] },
+  route: { auth: string; scopes?: readonly string[]; scopes_any?: readonly string[]; dpop: string },
   ctx: Ctx,
 ): void {
+  if (route.dpop === "required" && route.auth !== "bearer") {
+    problem(ctx, ["dpop"], "needs auth: bearer; an anonymous request has no token to bind");
+  }
   if (route.scopes !== undefined && route.scopes_any !== undefined) {
     problem(ctx, ["scopes_any"], "cannot be combined with scopes; keep one");
   }

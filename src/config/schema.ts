@@ -27,6 +27,7 @@ import {
 import { TracingSchema } from "./tracing-schema.js";
 import { UpstreamSchema } from "./upstream-schema.js";
 import { TrustedIssuersSchema } from "./issuers-schema.js";
+import { DpopSchema, dpopSetting } from "./dpop-schema.js";
 import {
   cidr,
   duration,
@@ -93,6 +94,9 @@ const ClientSchema = z
       .describe(
         "The resource values (RFC 8707) this client may request; default: [tokens.audience].",
       ),
+    dpop: dpopSetting(
+      "required: a token request needs a DPoP proof, so every token is bound (RFC 9449 §5.2).",
+    ),
   })
   .superRefine(checkClientSecret)
   .superRefine(oneRateForm);
@@ -118,6 +122,9 @@ const RouteSchema = z
     scopes_any: scopeList("One of these scopes is needed (403 insufficient_scope otherwise).")
       .min(1, { error: "must list at least one scope" })
       .optional(),
+    dpop: dpopSetting(
+      "required: only a DPoP-bound token with its proof passes; optional: a bound token needs its proof, a plain one passes.",
+    ),
   })
   .superRefine(checkMethodsOnce)
   .superRefine(checkRouteScopes);
@@ -198,6 +205,7 @@ export const FileSchema = z
           .default("/oauth/revoke")
           .describe("The revocation endpoint's path (RFC 7009)."),
         trusted_issuers: TrustedIssuersSchema,
+        dpop: DpopSchema,
         failure_limit: RateLimitSchema.prefault({ limit: 10, window: "1m" }).describe(
           "Failed client authentications and refused bearer tokens per client IP (never per client id).",
         ),

@@ -20,6 +20,8 @@ export interface Route {
   readonly auth: "bearer" | "none";
   /** `scopes` or `scopes_any`; undefined when the route needs none. */
   readonly scopes: ScopeRule | undefined;
+  /** `dpop: required`: only a DPoP-bound token with its proof passes (RFC 9449 §7). */
+  readonly dpopRequired: boolean;
   readonly matcher: RegExp;
 }
 
@@ -131,6 +133,7 @@ function compileEntry(entry: RouteConfig): CompiledRoute {
     cost: entry.cost,
     auth: entry.auth,
     scopes: scopeRule(entry),
+    dpopRequired: entry.dpop === "required",
     matcher: matcherOf(segments),
   });
   return { route, segments };

@@ -203,6 +203,8 @@ export function createAuthenticateStage(
     token: VerifiedToken,
     nowMs: number,
   ): Reply | undefined | Promise<Reply | undefined> => {
+    // RFC 9449 §7.2: a bound token is good only with a proof of its key.
+    if (token.jkt !== undefined) return refuse(ctx, "bound_as_bearer", invalid.bound_as_bearer);
     // A provider's client was matched when its token was verified, by this snapshot's verifier;
     // revoking it is the provider's (RFC 7009 §2.2), so gatehouse's denylist has nothing of it.
     if (token.issuer !== OWN_ISSUER_NAME) return admit(ctx, token, false);

@@ -89,10 +89,23 @@ function createHeldPerClient(
   };
 }
 
+/**
+ * DPoP proof ids held per key, at most: a key that signs more proofs than this within their
+ * window (`tokens.dpop.iat_window`: 100,000 in 300 s is 333 a second) is refused new ones until
+ * its old ones end. Only a proof that passed every other check is held, so only a key a valid
+ * token is bound to, or an authenticated client's, can fill its share.
+ */
+export const MAX_PROOFS_PER_KEY = 100_000;
+
 /** The process's own record, outliving reloads: used ids and revoked ids. */
 export interface LocalMarks extends MarksState {
   /** Used assertion ids, per client. */
   readonly used: HeldPerClient;
+  /**
+   * Used DPoP proof ids, per key thumbprint. They are not written to the state file: a proof
+   * lives minutes, and the file is written for revocations that outlive a restart.
+   */
+  readonly proofs: HeldPerClient;
   /** Revoked access-token ids, per client (a token's client is its `sub`). */
   readonly revoked: HeldPerClient;
   close(): void;
@@ -105,12 +118,17 @@ export interface LocalMarks extends MarksState {
 export function createLocalMarks(
   now: () => number,
   clock: Clock,
-  most = { assertions: MAX_ASSERTIONS_PER_CLIENT, revocations: MAX_REVOCATIONS_PER_CLIENT },
+  most = {
+    assertions: MAX_ASSERTIONS_PER_CLIENT,
+    revocations: MAX_REVOCATIONS_PER_CLIENT,
+    proofs: MAX_PROOFS_PER_KEY,
+  },
 ): LocalMarks {
   let listener = (): void => undefined;
   const added = (): void => listener();
   const used = createHeldPerClient(now, clock, most.assertions, added);
   const revoked = createHeldPerClient(now, clock, most.revocations, added);
+  const proofs = createHeldPerClient(now, clock, most.proofs, () => undefined);
   const restore = (held: HeldPerClient, saved: readonly SavedMark[], nowMs: number): void => {
     for (const { client, id, endsAt } of saved) {
       if (endsAt > nowMs) held.add(client, id, endsAt, nowMs);
@@ -119,6 +137,7 @@ export function createLocalMarks(
   return {
     used,
     revoked,
+    proofs,
     save: (nowMs) => ({ used: used.save(nowMs), revoked: revoked.save(nowMs) }),
     restore(saved, nowMs) {
       restore(used, saved.used, nowMs);
@@ -130,6 +149,7 @@ export function createLocalMarks(
     close() {
       used.close();
       revoked.close();
+      proofs.close();
     },
   };
 }
@@ -144,6 +164,8 @@ export type Revocation = "revoked" | "full" | "unavailable";
 export interface TokenMarks {
   /** Records the first use of `jti` by `clientId` until `untilMs`. */
   firstUse(clientId: string, jti: string, untilMs: number, nowMs: number): Promise<FirstUse>;
+  /** Records the first use of a DPoP proof's `jti` by the key of thumbprint `jkt` until `untilMs`. */
+  firstProof(jkt: string, jti: string, untilMs: number, nowMs: number): Promise<FirstUse>;
   /** Revokes `jti`, a token of `clientId`, until `untilMs`; "unavailable" under a Redis outage with `closed`. */
   revoke(clientId: string, jti: string, untilMs: number, nowMs: number): Promise<Revocation>;
   /** Whether `jti`, a token of `clientId`, is revoked; "unavailable" under a Redis outage with `closed`. */
@@ -160,16 +182,16 @@ export interface MarksReport {
   failed(error: unknown): void;
 }
 
-// The process's record of a first use, refused when the client's share is full.
+// The process's record of a first use, refused when the holder's share is full.
 function localFirstUse(
-  local: LocalMarks,
-  clientId: string,
+  held: HeldPerClient,
+  holder: string,
   jti: string,
   untilMs: number,
   nowMs: number,
 ): FirstUse {
-  if (local.used.has(clientId, jti, nowMs)) return "replayed";
-  return local.used.add(clientId, jti, untilMs, nowMs) ? "first" : "full";
+  if (held.has(holder, jti, nowMs)) return "replayed";
+  return held.add(holder, jti, untilMs, nowMs) ? "first" : "full";
 }
 
 // The process's record of a revocation, refused when the client's share is full.
@@ -196,7 +218,9 @@ export function createTokenMarks(
   if (shared === undefined) {
     return {
       firstUse: async (clientId, jti, untilMs, nowMs) =>
-        localFirstUse(local, clientId, jti, untilMs, nowMs),
+        localFirstUse(local.used, clientId, jti, untilMs, nowMs),
+      firstProof: async (jkt, jti, untilMs, nowMs) =>
+        localFirstUse(local.proofs, jkt, jti, untilMs, nowMs),
       revoke: async (clientId, jti, untilMs, nowMs) =>
         localRevoke(local, clientId, jti, untilMs, nowMs),
       isRevoked: (clientId, jti, nowMs) => local.revoked.has(clientId, jti, nowMs),
@@ -227,14 +251,26 @@ export function createTokenMarks(
     return outage.passes() ? local() : "unavailable";
   };
 
+  // Marked once in Redis, for every replica; under an outage, as `on_outage` says.
+  const sharedFirstUse = (
+    subject: string,
+    held: HeldPerClient,
+    holder: string,
+    jti: string,
+    untilMs: number,
+    nowMs: number,
+  ): Promise<FirstUse> =>
+    shared.markOnce(subject, jti, untilMs, nowMs).then(
+      (first) => (first ? "first" : "replayed"),
+      (error: unknown) => orLocal(error, () => localFirstUse(held, holder, jti, untilMs, nowMs)),
+    );
+
   return {
-    firstUse(clientId, jti, untilMs, nowMs) {
-      return shared.markOnce(`client:${clientId}`, jti, untilMs, nowMs).then(
-        (first) => (first ? "first" : "replayed"),
-        (error: unknown) =>
-          orLocal(error, () => localFirstUse(local, clientId, jti, untilMs, nowMs)),
-      );
-    },
+    firstUse: (clientId, jti, untilMs, nowMs) =>
+      sharedFirstUse(`client:${clientId}`, local.used, clientId, jti, untilMs, nowMs),
+    // Under a subject of its own kind: a client's all begin with "client:".
+    firstProof: (jkt, jti, untilMs, nowMs) =>
+      sharedFirstUse(`dpop:${jkt}`, local.proofs, jkt, jti, untilMs, nowMs),
     revoke(clientId, jti, untilMs, nowMs) {
       const subject = `client:${clientId}`;
       return shared.revoke(subject, jti, untilMs, nowMs, local.revoked.most).then(

@@ -7,7 +7,13 @@ import { errors, jwtVerify, type JWTHeaderParameters, type JWTPayload } from "jo
 import type { GrantedScopes } from "../core/context.js";
 import type { TrustedIssuer } from "./settings.js";
 import type { IssuerKeySet, KeyChooser, KidAnswer } from "./issuer-keys.js";
-import { NO_SCOPES, rejectionOf, TokenRejected, type VerifiedToken } from "./verified.js";
+import {
+  boundKeyOf,
+  NO_SCOPES,
+  rejectionOf,
+  TokenRejected,
+  type VerifiedToken,
+} from "./verified.js";
 import { mediaTypeOf, mediaTypes } from "./media-type.js";
 
 /**
@@ -153,11 +159,8 @@ export async function verifyProviderToken(
   }
   const { payload, protectedHeader } = verified;
   checkHeaderAndTime(protectedHeader, payload, nowMs / 1000, toleranceS);
-  // RFC 9449 §6, RFC 8705 §3: a token bound to a key is only good with proof of that key, which a
-  // bearer request does not carry.
-  if (payload.cnf !== undefined) {
-    throw new TokenRejected("binding", "the token is bound to a key (cnf)");
-  }
+  // RFC 9449 §6: a token bound to a key is good only with a proof of that key.
+  const jkt = boundKeyOf(payload.cnf);
   const clientId = clientIdOf(payload, issuer.clientClaim);
   const listed = issuer.clients.get(clientId);
   if (listed === undefined && issuer.plan === undefined) {
@@ -179,5 +182,6 @@ export async function verifyProviderToken(
     scopes: grantedScopes(text, listed?.scopeCap),
     jti: typeof payload.jti === "string" ? payload.jti : "",
     untilMs: ((payload.exp as number) + toleranceS) * 1000,
+    jkt,
   };
 }

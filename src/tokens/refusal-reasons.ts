@@ -20,7 +20,8 @@ export const BEARER_REFUSALS = {
   unknown_kid: "no key of the token's issuer has its kid",
   typ: "the token's typ does not mark it as an access token",
   claims: "a claim the token needs is missing or malformed",
-  binding: "sender-constrained tokens are not supported",
+  binding: "the token is bound to its key by a method gatehouse does not check (cnf)",
+  bound_as_bearer: "the token is bound to a key: send it with the DPoP scheme and a proof",
   client_unknown: "the token's client is not one gatehouse lists",
   client_id_collision: "the client id is taken by another client",
   revoked: "the token has been revoked",
@@ -45,6 +46,7 @@ export const TOKEN_RULES = [
   "typ",
   "claims",
   "binding",
+  "bound_as_bearer",
   "client_unknown",
   "client_id_collision",
 ] as const satisfies readonly BearerRefusal[];

@@ -30,6 +30,7 @@ import {
 import { createRememberedSecrets, type RememberedSecrets } from "./remembered.js";
 import { compileGrants, type ClientGrants } from "./grants.js";
 import { parseClientKeys, type ClientKeys } from "./client-keys.js";
+import { dpopSettings, type DpopSettings } from "./dpop-settings.js";
 
 /** The clients allowed to obtain tokens. */
 export interface ClientRegistry {
@@ -96,6 +97,8 @@ export interface TokenSettings {
    * no signing key.
    */
   readonly ownTokens: boolean;
+  /** `tokens.dpop`, and the clients that must prove a key at the token endpoint. */
+  readonly dpop: DpopSettings;
 }
 
 /** A client `clients` lists for a trusted issuer. */
@@ -317,5 +320,6 @@ export async function compileTokens(
     grants: compileGrants(own, tokens.audience),
     trustedIssuers: trustedIssuers(file, clients.ids),
     ownTokens,
+    dpop: await dpopSettings(file, current, own, context),
   };
 }

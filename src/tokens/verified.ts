@@ -67,6 +67,34 @@ export interface VerifiedToken {
   /** "" for a provider's token without one (revocation is the provider's). */
   readonly jti: string;
   readonly untilMs: number;
+  /** The thumbprint of the key a DPoP-bound token is bound to (`cnf.jkt`); undefined if unbound. */
+  readonly jkt: string | undefined;
+}
+
+// RFC 7638 with SHA-256: 32 bytes in base64url.
+const THUMBPRINT = /^[A-Za-z0-9_-]{43}$/;
+
+/**
+ * The key a token is bound to (RFC 9449 §6.1 `cnf.jkt`), or undefined for a bearer token. A `cnf`
+ * of another kind (RFC 8705's certificate `x5t#S256`) is refused: gatehouse cannot check it, and
+ * a bound token must not pass as a bearer one.
+ */
+export function boundKeyOf(cnf: unknown): string | undefined {
+  if (cnf === undefined) return undefined;
+  if (typeof cnf !== "object" || cnf === null || Array.isArray(cnf)) {
+    throw new TokenRejected("binding", "cnf must be a JSON object");
+  }
+  const { jkt, ...rest } = cnf as Record<string, unknown>;
+  if (Object.keys(rest).length > 0 || jkt === undefined) {
+    throw new TokenRejected(
+      "binding",
+      "the token is bound by a confirmation method other than jkt",
+    );
+  }
+  if (typeof jkt !== "string" || !THUMBPRINT.test(jkt)) {
+    throw new TokenRejected("binding", "cnf.jkt must be a SHA-256 JWK thumbprint");
+  }
+  return jkt;
 }
 
 /** The scopes of a token that carries none. */

@@ -7,7 +7,13 @@ import { OWN_ISSUER_NAME } from "../config/issuers-schema.js";
 import type { TokenSettings, TrustedIssuer } from "./settings.js";
 import type { IssuerKeySet } from "./issuer-keys.js";
 import { verifyProviderToken } from "./provider-tokens.js";
-import { NO_SCOPES, rejectionOf, TokenRejected, type VerifiedToken } from "./verified.js";
+import {
+  boundKeyOf,
+  NO_SCOPES,
+  rejectionOf,
+  TokenRejected,
+  type VerifiedToken,
+} from "./verified.js";
 import type { KeyMaterial } from "./keys.js";
 import type { GrantedScopes } from "../core/context.js";
 
@@ -109,7 +115,8 @@ export function createTokenVerifier(
     const untilMs = (Math.min(exp, iat + ttlSeconds) + clockToleranceSeconds) * 1000;
     // RFC 9068 §2.2 requires jti (checked above); RFC 7009 revokes a token by it.
     const jti = String(payload.jti);
-    return { clientId, issuer: OWN_ISSUER_NAME, clientKey: clientId, scopes, jti, untilMs };
+    const jkt = boundKeyOf(payload.cnf);
+    return { clientId, issuer: OWN_ISSUER_NAME, clientKey: clientId, scopes, jti, untilMs, jkt };
   }
 
   const verifyAny = (token: string, nowMs: number): Promise<VerifiedToken> => {

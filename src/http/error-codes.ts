@@ -13,6 +13,8 @@ export const ERROR_CODES = [
   "invalid_token",
   "invalid_client",
   "insufficient_scope",
+  "invalid_dpop_proof",
+  "use_dpop_nonce",
   "admin_token_required",
   "not_found",
   "method_not_allowed",

@@ -269,6 +269,7 @@ t.test("a fault inside gatehouse", async (t) => {
     headersMs: 15_000,
     maxConnections: () => 100,
     now: Date.now,
+    upgrade: () => false,
   });
   await new Promise<void>((done) => server.listen(0, "127.0.0.1", done));
   t.teardown(() => new Promise<void>((done) => server.close(() => done())));

@@ -224,7 +224,7 @@ t.test("refused without its proof, as Bearer, or with another key's proof", asyn
           resource_metadata: metadata,
         },
       },
-      { scheme: "dpop", parameters: { algs: "ES256 EdDSA PS256 RS256" } },
+      { scheme: "dpop", parameters: { algs: "ES256 EdDSA Ed25519 PS256 RS256" } },
     ],
   });
   t.equal(upstream.received.length, before, "nothing forwarded");
@@ -245,7 +245,7 @@ t.test(
           parameters: {
             error: "invalid_token",
             error_description: BEARER_REFUSALS.dpop_required,
-            algs: "ES256 EdDSA PS256 RS256",
+            algs: "ES256 EdDSA Ed25519 PS256 RS256",
             resource_metadata: `${resource}${PR_PATH}`,
           },
         },

@@ -256,16 +256,16 @@ t.test("RFC 9728: the DPoP members, and the document in every challenge", async 
     resource: API,
     authorization_servers: [AUTH],
     bearer_methods_supported: ["header"],
-    dpop_signing_alg_values_supported: ["ES256", "EdDSA", "PS256", "RS256"],
+    dpop_signing_alg_values_supported: ["ES256", "EdDSA", "Ed25519", "PS256", "RS256"],
   });
   const tail = `, resource_metadata="${API}${PR_PATH}"`;
   t.equal(
     (await send(`${g.url}/v1/items`)).headers["www-authenticate"],
-    `Bearer realm="gatehouse"${tail}, DPoP algs="ES256 EdDSA PS256 RS256"`,
+    `Bearer realm="gatehouse"${tail}, DPoP algs="ES256 EdDSA Ed25519 PS256 RS256"`,
   );
   t.equal(
     (await send(`${g.url}/v1/bound`)).headers["www-authenticate"],
-    `DPoP algs="ES256 EdDSA PS256 RS256"${tail}`,
+    `DPoP algs="ES256 EdDSA Ed25519 PS256 RS256"${tail}`,
   );
 
   // Every bearer route requires DPoP (an open one is no bearer route), with one algorithm.

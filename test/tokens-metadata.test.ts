@@ -18,7 +18,7 @@ const APP: TestClient = { id: "reporting-app", secret: "reporting-secret-0123456
 const AS_PATH = "/.well-known/oauth-authorization-server";
 const PR_PATH = "/.well-known/oauth-protected-resource";
 // RFC 9449 §5.1: tokens.dpop.algorithms, by default.
-const DPOP_ALGORITHMS = ["ES256", "EdDSA", "PS256", "RS256"];
+const DPOP_ALGORITHMS = ["ES256", "EdDSA", "Ed25519", "PS256", "RS256"];
 // private_key_jwt clients: one key each for ES256 and EdDSA, and an RSA key without `alg`.
 const ES = await keyClient("batch-es", "ES256");
 const ED = await keyClient("batch-ed", "EdDSA");
@@ -110,7 +110,7 @@ t.test("protected resource metadata: RFC 9728 §2 members", async (t) => {
     authorization_servers: ["https://auth.example.com/t/"],
     scopes_supported: ["items:read", "reports:read"],
     bearer_methods_supported: ["header"],
-    dpop_signing_alg_values_supported: ["ES256", "EdDSA", "PS256", "RS256"],
+    dpop_signing_alg_values_supported: ["ES256", "EdDSA", "Ed25519", "PS256", "RS256"],
   });
   t.equal(upstream.received.length, before, "not forwarded");
   const other = await send(`${g.url}/.well-known/other`);
@@ -139,7 +139,7 @@ t.test("empty members are left out; http is served on a loopback issuer", async 
     resource: "http://127.0.0.1:8080",
     authorization_servers: ["http://localhost:8080"],
     bearer_methods_supported: ["header"],
-    dpop_signing_alg_values_supported: ["ES256", "EdDSA", "PS256", "RS256"],
+    dpop_signing_alg_values_supported: ["ES256", "EdDSA", "Ed25519", "PS256", "RS256"],
   });
 });
 

@@ -74,7 +74,7 @@ t.test("the document of an audience with a path is served below the well-known p
     authorization_servers: [ISSUER],
     scopes_supported: ["items:read", "items:write", "mcp"],
     bearer_methods_supported: ["header"],
-    dpop_signing_alg_values_supported: ["ES256", "EdDSA", "PS256", "RS256"],
+    dpop_signing_alg_values_supported: ["ES256", "EdDSA", "Ed25519", "PS256", "RS256"],
   });
   // RFC 9728 §3.3: the root's document would name the host as the resource, which it is not.
   for (const path of [PR_PATH, `${PR_PATH}/other`, `${PR_PATH}/mcp/`]) {

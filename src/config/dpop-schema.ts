@@ -4,6 +4,13 @@
  */
 import { z } from "zod";
 import { PROVIDER_ALGORITHMS } from "./issuers-schema.js";
+
+/**
+ * The asymmetric algorithms a proof may use: the providers' ones, and Ed25519 (RFC 9864's
+ * fully-specified name for EdDSA over Ed25519), which oauth4webapi and openid-client sign with
+ * for an Ed25519 key.
+ */
+export const PROOF_ALGORITHMS = [...PROVIDER_ALGORITHMS, "Ed25519"] as const;
 import { positiveDuration } from "./schema-fields.js";
 import { withinADay } from "./schema-checks.js";
 
@@ -19,12 +26,12 @@ export const DpopSchema = z
   .strictObject({
     algorithms: z
       .array(
-        z.enum(PROVIDER_ALGORITHMS, {
-          error: `must be one of ${PROVIDER_ALGORITHMS.join(", ")} (a proof is signed with a key only the client holds: never none or HS*)`,
+        z.enum(PROOF_ALGORITHMS, {
+          error: `must be one of ${PROOF_ALGORITHMS.join(", ")} (a proof is signed with a key only the client holds: never none or HS*)`,
         }),
       )
       .min(1, { error: "must list at least one algorithm" })
-      .default(["ES256", "EdDSA", "PS256", "RS256"])
+      .default(["ES256", "EdDSA", "Ed25519", "PS256", "RS256"])
       .describe(
         "The algorithms a DPoP proof may be signed with (dpop_signing_alg_values_supported).",
       ),

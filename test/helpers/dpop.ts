@@ -19,7 +19,7 @@ import type { TestGatehouse } from "./gatehouse.js";
 import { DPOP_CHALLENGE } from "./challenges.js";
 
 /** The `algs` of the DPoP challenge with the default proof algorithms. */
-export const ALGS = 'algs="ES256 EdDSA PS256 RS256"';
+export const ALGS = 'algs="ES256 EdDSA Ed25519 PS256 RS256"';
 
 /** A client's DPoP key: the pair, the public JWK a proof carries, and its thumbprint. */
 export interface DpopKey {

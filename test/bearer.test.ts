@@ -6,6 +6,7 @@
  */
 import { createPrivateKey, createPublicKey, randomUUID, sign, type KeyObject } from "node:crypto";
 import t from "tap";
+import { withDpop } from "./helpers/challenges.js";
 import { calculateJwkThumbprint, exportJWK, importPKCS8, SignJWT, type JWK } from "jose";
 import { generateKeyPem } from "../src/tokens/keys.js";
 import { send, type ClientResponse } from "./helpers/client.js";
@@ -131,7 +132,7 @@ async function refusal(
 
 const NO_CREDENTIALS = {
   status: 401,
-  challenge: 'Bearer realm="gatehouse"',
+  challenge: withDpop('Bearer realm="gatehouse"'),
   error: "unauthorized",
   message: "this route requires a bearer token",
   limited: false,
@@ -160,7 +161,9 @@ function invalidToken(rule: TokenRule | "revoked"): Record<string, unknown> {
   const words = BEARER_REFUSALS[rule];
   return {
     status: 401,
-    challenge: `Bearer realm="gatehouse", error="invalid_token", error_description="${words}"`,
+    challenge: withDpop(
+      `Bearer realm="gatehouse", error="invalid_token", error_description="${words}"`,
+    ),
     error: "invalid_token",
     message: words,
     limited: false,

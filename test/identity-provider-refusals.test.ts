@@ -16,7 +16,7 @@ import { manualClock, type ManualClock } from "./helpers/clock.js";
 import { configFor, startTestGatehouse, type TestGatehouse } from "./helpers/gatehouse.js";
 import { metric } from "./helpers/metrics.js";
 import { providerKey, type ProviderKey } from "./helpers/provider.js";
-import { BEARER_REFUSALS, type TokenRule } from "../src/tokens/refusal-reasons.js";
+import { BEARER_REFUSALS, type InvalidTokenRule } from "../src/tokens/refusal-reasons.js";
 import { startUpstream } from "./helpers/upstream.js";
 
 const AUDIENCE = "https://api.example.com";
@@ -145,7 +145,7 @@ function call(token: string, from: TestGatehouse = g): Promise<ClientResponse> {
 async function refused(
   t: Test,
   token: string,
-  rule: TokenRule,
+  rule: InvalidTokenRule,
   what: string,
   from: TestGatehouse = g,
 ): Promise<ClientResponse> {
@@ -155,7 +155,9 @@ async function refused(
   t.match(json(answer), { error: "invalid_token", message: words }, what);
   // RFC 9728 §5.1: the challenge ends with where the resource's metadata is.
   t.equal(
-    String(answer.headers["www-authenticate"]).replace(/, resource_metadata="[^"]+"$/, ""),
+    String(answer.headers["www-authenticate"])
+      .replace(/, DPoP algs="[^"]+"$/, "")
+      .replace(/, resource_metadata="[^"]+"$/, ""),
     `Bearer realm="gatehouse", error="invalid_token", error_description="${words}"`,
     what,
   );

@@ -8,6 +8,7 @@
  * 401. Time that gatehouse waits on (refreshes, backoff, the cool-down) is moved, not slept.
  */
 import t from "tap";
+import { withDpop } from "./helpers/challenges.js";
 import { SignJWT } from "jose";
 import { json, send, eventually } from "./helpers/client.js";
 import { manualClock } from "./helpers/clock.js";
@@ -310,7 +311,9 @@ routes:
     // RFC 9728 §5.1: a refused request learns where the document is, and so the provider.
     t.equal(
       (await send(`${h.url}/v1/items`)).headers["www-authenticate"],
-      `Bearer realm="gatehouse", resource_metadata="${RESOURCE}/.well-known/oauth-protected-resource"`,
+      withDpop(
+        `Bearer realm="gatehouse", resource_metadata="${RESOURCE}/.well-known/oauth-protected-resource"`,
+      ),
     );
   },
 );
@@ -345,6 +348,8 @@ ${own}routes:
   const challenge = (await send(`${h.url}/v1/items`)).headers["www-authenticate"];
   t.equal(
     challenge,
-    `Bearer realm="gatehouse", resource_metadata="${RESOURCE}/.well-known/oauth-protected-resource"`,
+    withDpop(
+      `Bearer realm="gatehouse", resource_metadata="${RESOURCE}/.well-known/oauth-protected-resource"`,
+    ),
   );
 });

@@ -10,6 +10,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import t from "tap";
+import { withDpop } from "./helpers/challenges.js";
 import { z } from "zod";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
@@ -128,7 +129,7 @@ t.test(
     t.strictSame(exchanges[first], {
       url: `${g.url}/mcp`,
       status: 401,
-      challenge: `Bearer realm="gatehouse", resource_metadata="${documentUrl}"`,
+      challenge: withDpop(`Bearer realm="gatehouse", resource_metadata="${documentUrl}"`),
     });
     t.strictSame(
       exchanges[first + 1],

@@ -5,6 +5,7 @@
  * authorization server and gets a token with its PrivateKeyJwtProvider (typ JWT, no kid).
  */
 import t from "tap";
+import { withDpop } from "./helpers/challenges.js";
 import * as oauth from "oauth4webapi";
 import { exportJWK } from "jose";
 import {
@@ -73,6 +74,7 @@ t.test("the document of an audience with a path is served below the well-known p
     authorization_servers: [ISSUER],
     scopes_supported: ["items:read", "items:write", "mcp"],
     bearer_methods_supported: ["header"],
+    dpop_signing_alg_values_supported: ["ES256", "EdDSA", "PS256", "RS256"],
   });
   // RFC 9728 §3.3: the root's document would name the host as the resource, which it is not.
   for (const path of [PR_PATH, `${PR_PATH}/other`, `${PR_PATH}/mcp/`]) {
@@ -108,7 +110,7 @@ t.test("oauth4webapi's RFC 9728 discovery finds the resource's document", async 
 
 t.test("every 401 and 403 challenge carries resource_metadata", async (t) => {
   const withMetadata = (params: string) =>
-    `Bearer realm="gatehouse"${params}, resource_metadata="${METADATA_URL}"`;
+    withDpop(`Bearer realm="gatehouse"${params}, resource_metadata="${METADATA_URL}"`);
   const missing = await send(`${g.url}/mcp`);
   t.equal(missing.status, 401);
   t.equal(missing.headers["www-authenticate"], withMetadata(""));
@@ -187,5 +189,5 @@ t.test("without a document, challenges carry no resource_metadata", async (t) =>
   t.equal(await g.gatehouse.reload(), "success");
   const missing = await send(`${g.url}/mcp`);
   t.equal(missing.status, 401);
-  t.equal(missing.headers["www-authenticate"], 'Bearer realm="gatehouse"');
+  t.equal(missing.headers["www-authenticate"], withDpop('Bearer realm="gatehouse"'));
 });

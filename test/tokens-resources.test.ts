@@ -4,6 +4,7 @@
  * refusing a token minted for another resource.
  */
 import t from "tap";
+import { withDpop } from "./helpers/challenges.js";
 import { send } from "./helpers/client.js";
 import { configFor, startTestGatehouse } from "./helpers/gatehouse.js";
 import {
@@ -75,7 +76,9 @@ t.test("a token minted for another resource is 401 invalid_token here", async (t
   t.equal(answer.status, 401);
   t.equal(
     answer.headers["www-authenticate"],
-    'Bearer realm="gatehouse", error="invalid_token", error_description="the token is not meant for this resource (aud)"',
+    withDpop(
+      'Bearer realm="gatehouse", error="invalid_token", error_description="the token is not meant for this resource (aud)"',
+    ),
   );
   t.equal(upstream.received.length, before, "never forwarded");
 });

@@ -5,6 +5,7 @@
  * scoped token is granted, judged by its route's scopes, then revoked.
  */
 import t from "tap";
+import { withDpop } from "./helpers/challenges.js";
 import { configFor, startTestGatehouse } from "./helpers/gatehouse.js";
 import { startUpstream } from "./helpers/upstream.js";
 import { send } from "./helpers/client.js";
@@ -58,7 +59,9 @@ t.test("a revoked token is refused with invalid_token until it expires", async (
   t.equal(refused.status, 401);
   t.equal(
     refused.headers["www-authenticate"],
-    'Bearer realm="gatehouse", error="invalid_token", error_description="the token has been revoked"',
+    withDpop(
+      'Bearer realm="gatehouse", error="invalid_token", error_description="the token has been revoked"',
+    ),
   );
   const id = String(refused.headers["x-request-id"]);
   const line = await g.logged((entry) => entry.requestId === id && entry.msg === "request");

@@ -4,6 +4,7 @@
  * (never counted, never forwarded), and the scopes header the upstream receives.
  */
 import t from "tap";
+import { DPOP_CHALLENGE } from "./helpers/challenges.js";
 import { send, json, type ClientResponse } from "./helpers/client.js";
 import { configFor, startTestGatehouse } from "./helpers/gatehouse.js";
 import {
@@ -75,9 +76,12 @@ function credentials(client: TestClient): Array<[string, string]> {
   ];
 }
 
-/** The parameters of a Bearer challenge (RFC 6750 §3), each quoted-string unquoted. */
+/**
+ * The parameters of the Bearer challenge (RFC 6750 §3), each quoted-string unquoted, with the
+ * DPoP challenge that follows it (RFC 9449 §7.1) left out.
+ */
 function challenge(response: ClientResponse): Record<string, string> {
-  const value = response.headers["www-authenticate"] ?? "";
+  const value = (response.headers["www-authenticate"] ?? "").replace(`, ${DPOP_CHALLENGE}`, "");
   const [scheme, rest] = [value.slice(0, value.indexOf(" ")), value.slice(value.indexOf(" ") + 1)];
   const parameters: Record<string, string> = { scheme };
   for (const match of rest.matchAll(/([a-z_]+)="([^"]*)"(?:, |$)/g)) {

@@ -65,6 +65,8 @@ export interface RequestContext {
   issuer: string | undefined;
   /** The client's plan and counters key: its id, or `<issuer>:<id>` for a provider's client. */
   clientKey: string | undefined;
+  /** The request sent its token with the DPoP scheme (RFC 9449 §7.1), set by the authenticate stage. */
+  dpop: boolean;
   /** The bearer token's scopes (set by the authenticate stage). */
   scopes: GrantedScopes | undefined;
   /** The one Accept-Language tag the upstream receives (set by the language stage). */

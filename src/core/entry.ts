@@ -71,6 +71,7 @@ export function createEntry(
       clientId: undefined,
       issuer: undefined,
       clientKey: undefined,
+      dpop: false,
       scopes: undefined,
       language: undefined,
       responseHeaders: {},

@@ -13,15 +13,16 @@ import {
 import { KeysUnavailable } from "../tokens/provider-tokens.js";
 import { OWN_ISSUER_NAME } from "../config/issuers-schema.js";
 import type { TokenMarks } from "../tokens/marks.js";
-import type { BearerChallenge } from "../tokens/metadata.js";
+import { variantOf, type Challenges } from "../tokens/metadata.js";
 import {
   invalidTokenAnswers,
   malformedAnswer,
-  type InvalidTokenAnswers,
-  missingAnswer,
+  missingAnswers,
   refused,
+  type InvalidTokenAnswers,
 } from "../tokens/bearer-answers.js";
 import { BEARER_REFUSALS, type BearerRefusal, type TokenRule } from "../tokens/refusal-reasons.js";
+import { createDoorProofs, type DoorProofs, type ProofOutcome } from "../tokens/dpop-door.js";
 
 /** Longest bearer token read; a longer one is refused before any parsing. */
 export const MAX_BEARER_TOKEN_LENGTH = 4096;
@@ -41,6 +42,7 @@ export function unreadableToken(token: string): string | undefined {
 // The request's credentials cannot be read (rule `malformed`), each case in words of its own.
 const TWO_AUTHORIZATIONS = malformedAnswer("the request has more than one Authorization header");
 const EMPTY_BEARER = malformedAnswer("the Bearer scheme needs a token");
+const EMPTY_DPOP = malformedAnswer("the DPoP scheme needs a token");
 const NOT_B64TOKEN = malformedAnswer(NOT_B64TOKEN_WORDS);
 const TOO_LONG = malformedAnswer(TOO_LONG_WORDS);
 const TOKEN_IN_QUERY = malformedAnswer("send the token in the Authorization header, not the URI");
@@ -70,6 +72,13 @@ const REVOCATIONS_UNAVAILABLE = errorReply(
   503,
   "limits_unavailable",
   "the revoked tokens cannot be read; try again shortly",
+  { "retry-after": "1" },
+);
+// The used DPoP proofs cannot be read under `on_outage: closed`: a replay could not be told.
+const PROOFS_UNAVAILABLE = errorReply(
+  503,
+  "limits_unavailable",
+  "the used DPoP proofs cannot be read; try again shortly",
   { "retry-after": "1" },
 );
 
@@ -116,7 +125,17 @@ function queryHasAccessToken(query: string | null): boolean {
 // No bearer credentials: answered with the config's challenge.
 const NO_CREDENTIALS = Symbol("no credentials");
 
-/** The token from the Authorization header, or why there is none to verify. */
+// RFC 9110 §11.1: the scheme is case-insensitive. Whether it is DPoP (RFC 9449 §7.1), Bearer,
+// or another, which counts as no credentials.
+function schemeOf(scheme: string): "bearer" | "dpop" | undefined {
+  if (scheme.length === 6) return scheme.toLowerCase() === "bearer" ? "bearer" : undefined;
+  return scheme.length === 4 && scheme.toLowerCase() === "dpop" ? "dpop" : undefined;
+}
+
+/**
+ * The token from the Authorization header, or why there is none to verify; `ctx.dpop` says
+ * whether it came with the DPoP scheme.
+ */
 function bearerToken(ctx: RequestContext): string | Reply | typeof NO_CREDENTIALS {
   const { req } = ctx;
   const value = req.headers.authorization;
@@ -124,14 +143,15 @@ function bearerToken(ctx: RequestContext): string | Reply | typeof NO_CREDENTIAL
   // Node keeps only the first Authorization line; RFC 9110 §5.3: it is not a list field.
   if (fieldLines(req.rawHeaders, "authorization") > 1) return TWO_AUTHORIZATIONS;
   const space = value.indexOf(" ");
-  const scheme = space === -1 ? value : value.slice(0, space);
-  // RFC 9110 §11.1: the scheme is case-insensitive; another scheme counts as no credentials.
-  if (scheme.length !== 6 || scheme.toLowerCase() !== "bearer") return NO_CREDENTIALS;
-  if (space === -1) return EMPTY_BEARER;
+  const scheme = schemeOf(space === -1 ? value : value.slice(0, space));
+  if (scheme === undefined) return NO_CREDENTIALS;
+  ctx.dpop = scheme === "dpop";
+  const empty = ctx.dpop ? EMPTY_DPOP : EMPTY_BEARER;
+  if (space === -1) return empty;
   let start = space + 1;
   while (value.charCodeAt(start) === 32) start++;
   const token = value.slice(start);
-  if (token === "") return EMPTY_BEARER;
+  if (token === "") return empty;
   if (token.length > MAX_BEARER_TOKEN_LENGTH) return TOO_LONG;
   return token;
 }
@@ -156,6 +176,98 @@ function rejection(
   return [error.reason, invalid[error.reason], !UNCOUNTED.has(error.reason)];
 }
 
+// The token passed: its client, issuer and scopes are the request's.
+function admitted(ctx: RequestContext, verified: VerifiedToken): undefined {
+  ctx.clientId = verified.clientId;
+  ctx.issuer = verified.issuer;
+  ctx.clientKey = verified.clientKey;
+  ctx.scopes = verified.scopes;
+  return undefined;
+}
+
+/** The answers of a refusal on the request's route, to the scheme it used. */
+function invalidFor(
+  ctx: RequestContext,
+  invalid: ReturnType<typeof invalidTokenAnswers>,
+): InvalidTokenAnswers {
+  return invalid[variantOf(ctx.route?.dpopRequired === true, ctx.dpop)];
+}
+
+/** How the stage refuses: recorded, counted against the address, or before anything is verified. */
+interface Refusals {
+  refuse(ctx: RequestContext, rule: BearerRefusal, reply: Reply): Reply;
+  /** Counts the refusal against the client's address, then refuses. */
+  refuseCounted(ctx: RequestContext, rule: BearerRefusal, reply: Reply): Promise<Reply>;
+  /** The address over the failure limit is refused before anything new is verified for it. */
+  overLimit(ctx: RequestContext): Promise<Reply | undefined>;
+}
+
+function refusals(settings: TokenSettings, failures: FailureLimiter, services: Services): Refusals {
+  const refuse = (ctx: RequestContext, rule: BearerRefusal, reply: Reply): Reply =>
+    refused(ctx, services.metrics.authFailures, rule, reply);
+  return {
+    refuse,
+    async refuseCounted(ctx, rule, reply) {
+      const counted = await limiterCall(services, ctx, failures.failed(ctx.client.address));
+      if (counted === UNAVAILABLE) return unavailable(ctx, LIMITS_UNAVAILABLE);
+      return refuse(ctx, rule, reply);
+    },
+    async overLimit(ctx) {
+      const early = await limiterCall(services, ctx, failures.peek(ctx.client.address));
+      if (early === UNAVAILABLE) return unavailable(ctx, LIMITS_UNAVAILABLE);
+      if (early.allowed) return undefined;
+      return refuse(ctx, "rate_limited", tooManyRefused(early, settings.failureLimit));
+    },
+  };
+}
+
+/**
+ * RFC 9449 §7.1 and §7.2: a bound token only with a proof of its key, made for this request; the
+ * DPoP scheme only with a bound token; a route requiring DPoP takes no plain token. Invalid
+ * proofs count against the address as bad signatures do.
+ */
+function keyBinding(
+  invalid: ReturnType<typeof invalidTokenAnswers>,
+  proofs: DoorProofs,
+  { refuse, refuseCounted, overLimit }: Refusals,
+) {
+  const proofRefused = (
+    ctx: RequestContext,
+    outcome: ProofOutcome,
+  ): Reply | undefined | Promise<Reply> => {
+    if (outcome === undefined) return undefined;
+    if (outcome === "unavailable") return unavailable(ctx, PROOFS_UNAVAILABLE);
+    return outcome.counts
+      ? refuseCounted(ctx, outcome.rule, outcome.reply)
+      : refuse(ctx, outcome.rule, outcome.reply);
+  };
+
+  async function proveKey(ctx: RequestContext, token: string, jkt: string, nowMs: number) {
+    const over = await overLimit(ctx);
+    if (over !== undefined) return over;
+    return proofRefused(ctx, await proofs(ctx, token, jkt, nowMs));
+  }
+
+  return (
+    ctx: RequestContext,
+    token: string,
+    verified: VerifiedToken,
+    nowMs: number,
+  ): Reply | undefined | Promise<Reply | undefined> => {
+    const answers = invalidFor(ctx, invalid);
+    if (!ctx.dpop) {
+      if (verified.jkt !== undefined)
+        return refuse(ctx, "bound_as_bearer", answers.bound_as_bearer);
+      if (ctx.route?.dpopRequired === true) {
+        return refuse(ctx, "dpop_required", answers.dpop_required);
+      }
+      return undefined;
+    }
+    if (verified.jkt === undefined) return refuse(ctx, "not_bound", answers.not_bound);
+    return proveKey(ctx, token, verified.jkt, nowMs);
+  };
+}
+
 /**
  * Requires a valid access token on `auth: bearer` routes (RFC 6750), gatehouse's own or a trusted
  * issuer's (its keys from `keySetFor`), and records its client, issuer and scopes in `ctx`. A
@@ -173,79 +285,77 @@ export function createAuthenticateStage(
   marks: TokenMarks,
   services: Services,
   keySetFor: KeySetFor,
-  challenge: BearerChallenge,
+  challenges: Challenges,
 ): Stage {
   const { metrics, now } = services;
-  const missing = missingAnswer(challenge);
-  const invalid = invalidTokenAnswers(challenge);
+  const missing = missingAnswers(challenges);
+  const invalid = invalidTokenAnswers(challenges);
   const verifier = createTokenVerifier(settings, keySetFor);
   const clients = settings.clients.ids;
 
-  const refuse = (ctx: RequestContext, rule: BearerRefusal, reply: Reply): Reply =>
-    refused(ctx, metrics.authFailures, rule, reply);
+  const refusing = refusals(settings, failures, services);
+  const { refuse, refuseCounted, overLimit } = refusing;
+  const bound = keyBinding(invalid, createDoorProofs(settings, marks, challenges), refusing);
 
   const admit = (
     ctx: RequestContext,
-    token: VerifiedToken,
+    token: string,
+    verified: VerifiedToken,
     revoked: boolean | "unavailable",
-  ): Reply | undefined => {
+    nowMs: number,
+  ): Reply | undefined | Promise<Reply | undefined> => {
     if (revoked === "unavailable") return unavailable(ctx, REVOCATIONS_UNAVAILABLE);
-    if (revoked) return refuse(ctx, "revoked", invalid.revoked);
-    ctx.clientId = token.clientId;
-    ctx.issuer = token.issuer;
-    ctx.clientKey = token.clientKey;
-    ctx.scopes = token.scopes;
-    return undefined;
+    if (revoked) return refuse(ctx, "revoked", invalidFor(ctx, invalid).revoked);
+    const binding = bound(ctx, token, verified, nowMs);
+    if (binding instanceof Promise) {
+      return binding.then((reply) => reply ?? admitted(ctx, verified));
+    }
+    return binding ?? admitted(ctx, verified);
   };
 
   const accept = (
     ctx: RequestContext,
-    token: VerifiedToken,
+    token: string,
+    verified: VerifiedToken,
     nowMs: number,
   ): Reply | undefined | Promise<Reply | undefined> => {
-    // RFC 9449 §7.2: a bound token is good only with a proof of its key.
-    if (token.jkt !== undefined) return refuse(ctx, "bound_as_bearer", invalid.bound_as_bearer);
     // A provider's client was matched when its token was verified, by this snapshot's verifier;
     // revoking it is the provider's (RFC 7009 §2.2), so gatehouse's denylist has nothing of it.
-    if (token.issuer !== OWN_ISSUER_NAME) return admit(ctx, token, false);
+    if (verified.issuer !== OWN_ISSUER_NAME) return admit(ctx, token, verified, false, nowMs);
     // A token outlives a config change; its client must still be listed.
-    if (!clients.has(token.clientId)) {
-      return refuse(ctx, "client_unknown", invalid.client_unknown);
+    if (!clients.has(verified.clientId)) {
+      return refuse(ctx, "client_unknown", invalidFor(ctx, invalid).client_unknown);
     }
-    const revoked = marks.isRevoked(token.clientId, token.jti, nowMs);
+    const revoked = marks.isRevoked(verified.clientId, verified.jti, nowMs);
     return revoked instanceof Promise
-      ? revoked.then((settled) => admit(ctx, token, settled))
-      : admit(ctx, token, revoked);
+      ? revoked.then((settled) => admit(ctx, token, verified, settled, nowMs))
+      : admit(ctx, token, verified, revoked, nowMs);
   };
 
   async function verifyNew(ctx: RequestContext, token: string, nowMs: number) {
-    const early = await limiterCall(services, ctx, failures.peek(ctx.client.address));
-    if (early === UNAVAILABLE) return unavailable(ctx, LIMITS_UNAVAILABLE);
-    if (!early.allowed) {
-      return refuse(ctx, "rate_limited", tooManyRefused(early, settings.failureLimit));
-    }
+    const over = await overLimit(ctx);
+    if (over !== undefined) return over;
     let verified: VerifiedToken;
     try {
       verified = await verifier.verify(token, nowMs);
     } catch (error) {
       if (!(error instanceof TokenRejected || error instanceof KeysUnavailable)) throw error;
-      const [rule, reply, counts] = rejection(error, invalid);
+      const [rule, reply, counts] = rejection(error, invalidFor(ctx, invalid));
       // The issuer's keys, not the upstream, answered 503: the metrics tell the two apart.
       if (error instanceof KeysUnavailable) ctx.decision = "keys_unavailable";
-      if (counts) {
-        const counted = await limiterCall(services, ctx, failures.failed(ctx.client.address));
-        if (counted === UNAVAILABLE) return unavailable(ctx, LIMITS_UNAVAILABLE);
-      }
-      return refuse(ctx, rule, reply);
+      return counts ? refuseCounted(ctx, rule, reply) : refuse(ctx, rule, reply);
     }
     metrics.bearerTokensVerified.inc({ issuer: verified.issuer });
-    return accept(ctx, verified, nowMs);
+    return accept(ctx, token, verified, nowMs);
   }
 
   return function authenticate(ctx) {
-    if (ctx.route?.auth !== "bearer") return undefined;
+    const route = ctx.route;
+    if (route?.auth !== "bearer") return undefined;
     const token = bearerToken(ctx);
-    if (token === NO_CREDENTIALS) return refuse(ctx, "missing", missing);
+    if (token === NO_CREDENTIALS) {
+      return refuse(ctx, "missing", missing[variantOf(route.dpopRequired, false)]);
+    }
     if (typeof token !== "string") return refuse(ctx, "malformed", token);
     const nowMs = now();
     const known = verifier.cached(token, nowMs);
@@ -254,7 +364,7 @@ export function createAuthenticateStage(
       return refuse(ctx, "malformed", NOT_B64TOKEN);
     }
     if (queryHasAccessToken(ctx.query)) return refuse(ctx, "malformed", TOKEN_IN_QUERY);
-    if (known !== undefined) return accept(ctx, known, nowMs);
+    if (known !== undefined) return accept(ctx, token, known, nowMs);
     return verifyNew(ctx, token, nowMs);
   };
 }

@@ -25,7 +25,7 @@ import type { Stage } from "../core/context.js";
 import type { Services } from "../core/services.js";
 import { createTokenMarks, type LocalMarks } from "../tokens/marks.js";
 import type { KeySetFor } from "../tokens/verify.js";
-import { bearerChallenge, metadataOf } from "../tokens/metadata.js";
+import { challengesOf, metadataOf } from "../tokens/metadata.js";
 
 /** What the stages are built with besides the snapshot. */
 export interface PipelineDeps {
@@ -58,8 +58,8 @@ export function buildStages(config: Snapshot, deps: PipelineDeps): readonly Stag
     failed: (error) => services.log.debug({ err: error }, "token marks not shared"),
   });
   // The metadata documents, and the challenge of a bearer route that points to the resource's.
-  const metadata = metadataOf(config.tokens);
-  const challenge = bearerChallenge(metadata);
+  const metadata = metadataOf(config.tokens, config.routes.routes);
+  const challenges = challengesOf(metadata, config.tokens.dpop.algorithms);
   return Object.freeze([
     // First, so that every answer (a 400 too) carries X-Request-Id.
     createRequestIdStage(services.newId),
@@ -81,10 +81,10 @@ export function buildStages(config: Snapshot, deps: PipelineDeps): readonly Stag
     createRouteStage(config.routes),
     // 401 and 400 for the bearer token (a revoked one too) come after 404/405 and before anything
     // counts.
-    createAuthenticateStage(config.tokens, failures, marks, services, deps.keySetFor, challenge),
+    createAuthenticateStage(config.tokens, failures, marks, services, deps.keySetFor, challenges),
     // 403 for a token without the route's scopes: known only once the token is, and before
     // anything counts, so a refused request is neither counted nor forwarded.
-    createScopesStage(config.routes, challenge, services.metrics.authFailures),
+    createScopesStage(config.routes, challenges, services.metrics.authFailures),
     // After the route (only forwarded requests) and before the limits, so a refused
     // translation parameter (400) is never counted.
     createLanguageStage(config.languages),

@@ -1,8 +1,8 @@
 import type { Counter } from "prom-client";
 import type { Reply, Stage } from "../core/context.js";
 import type { Route, RouteTable } from "../routes/table.js";
-import { insufficientScopeAnswer, refused } from "../tokens/bearer-answers.js";
-import type { BearerChallenge } from "../tokens/metadata.js";
+import { insufficientScopeAnswers, refused, type ByVariant } from "../tokens/bearer-answers.js";
+import { variantOf, type Challenges } from "../tokens/metadata.js";
 
 /**
  * Refuses a bearer token that lacks the scopes its route needs (`scopes`: all of them,
@@ -11,13 +11,13 @@ import type { BearerChallenge } from "../tokens/metadata.js";
  */
 export function createScopesStage(
   table: RouteTable,
-  challenge: BearerChallenge,
+  challenges: Challenges,
   failures: Counter<"reason">,
 ): Stage {
-  const refusals = new Map<Route, Reply>();
+  const refusals = new Map<Route, ByVariant<Reply>>();
   for (const route of table.routes) {
     if (route.scopes !== undefined) {
-      refusals.set(route, insufficientScopeAnswer(route.scopes, challenge));
+      refusals.set(route, insufficientScopeAnswers(route.scopes, challenges));
     }
   }
   const none = new Set<string>();
@@ -30,6 +30,8 @@ export function createScopesStage(
       ? rule.names.every((name) => granted.has(name))
       : rule.names.some((name) => granted.has(name));
     if (allowed) return undefined;
-    return refused(ctx, failures, "insufficient_scope", refusals.get(route as Route) as Reply);
+    const answers = refusals.get(route as Route) as ByVariant<Reply>;
+    const variant = variantOf((route as Route).dpopRequired, ctx.dpop);
+    return refused(ctx, failures, "insufficient_scope", answers[variant]);
   };
 }

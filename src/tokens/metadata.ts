@@ -5,6 +5,7 @@
 import { canonicalTarget, PATH_REJECTION_MESSAGES } from "../http/path.js";
 import { clientAuthentication, type TokenSettings } from "./settings.js";
 import { secureUrl } from "../http/secure-url.js";
+import type { Route } from "../routes/table.js";
 
 /** The JWKS path (RFC 8615 well-known URI). */
 export const JWKS_PATH = "/.well-known/jwks.json";
@@ -37,6 +38,8 @@ interface Source {
   readonly auth: ReturnType<typeof clientAuthentication>;
   /** The issuers whose tokens the resource accepts (RFC 9728 §2 `authorization_servers`). */
   readonly authorizationServers: readonly string[];
+  /** Every bearer route requires DPoP, and there is one. */
+  readonly dpopOnly: boolean;
 }
 
 /**
@@ -71,6 +74,9 @@ const PROTECTED_RESOURCE: readonly Member[] = [
   ["authorization_servers", ({ authorizationServers }) => authorizationServers],
   ["scopes_supported", ({ settings }) => settings.scopes],
   ["bearer_methods_supported", () => ["header"]],
+  // RFC 9449 §5.1: the proofs' algorithms, and whether every protected route requires DPoP.
+  ["dpop_signing_alg_values_supported", ({ settings }) => settings.dpop.algorithms],
+  ["dpop_bound_access_tokens_required", ({ dpopOnly }) => (dpopOnly ? true : undefined)],
 ];
 
 // RFC 8414 §3.2: members with no value are omitted, and so are empty lists.
@@ -131,8 +137,9 @@ function protectedResource(source: Source): Publication & { readonly url?: strin
   };
 }
 
-/** The metadata documents for `settings`, or why each is not served. */
-export function metadataOf(settings: TokenSettings): Metadata {
+/** The metadata documents for `settings` and `routes`, or why each is not served. */
+export function metadataOf(settings: TokenSettings, routes: readonly Route[]): Metadata {
+  const bearerRoutes = routes.filter((route) => route.auth === "bearer");
   // In resource-server-only mode gatehouse is no authorization server, whatever tokens.issuer is.
   const issuer = settings.ownTokens ? secureUrl(settings.issuer) : undefined;
   const source: Source = {
@@ -145,6 +152,7 @@ export function metadataOf(settings: TokenSettings): Metadata {
       ...settings.trustedIssuers.map((trusted) => trusted.issuer),
       ...(issuer === undefined ? [] : [settings.issuer]),
     ],
+    dpopOnly: bearerRoutes.length > 0 && bearerRoutes.every((route) => route.dpopRequired),
   };
   const { url, ...protectedResourceDocument } = protectedResource(source);
   return {
@@ -154,19 +162,44 @@ export function metadataOf(settings: TokenSettings): Metadata {
   };
 }
 
-/** Builds a bearer route's `WWW-Authenticate` value with the given auth-params. */
-export type BearerChallenge = (params?: string) => string;
+/**
+ * Which challenge of a 401 or 403 carries its error: the Bearer one for a request that sent a
+ * Bearer token (or none), the DPoP one for a request that used the DPoP scheme, and the DPoP one
+ * alone on a route that takes no plain token (RFC 9449 §7.1).
+ */
+export type ChallengeVariant = "bearer" | "dpop" | "dpop_only";
+
+/** Every variant, for answers built once per config. */
+export const CHALLENGE_VARIANTS = ["bearer", "dpop", "dpop_only"] as const;
+
+/** The variant of a refusal on a route (`dpopRequired`) to a request that used DPoP or not. */
+export function variantOf(dpopRequired: boolean, usedDpop: boolean): ChallengeVariant {
+  return dpopRequired ? "dpop_only" : usedDpop ? "dpop" : "bearer";
+}
+
+/** Builds a `WWW-Authenticate` value: `params` (an error, a scope) in the variant's challenge. */
+export type Challenges = (variant: ChallengeVariant, params?: string) => string;
 
 /**
- * The `WWW-Authenticate` challenge of a bearer route (RFC 6750 §3) with `params` (an error, a
- * scope), and with `resource_metadata` whenever the protected resource's document is served
- * (RFC 9728 §5.1), so a client refused 401 or 403 can find where tokens come from.
+ * The challenges of a bearer route (RFC 6750 §3, RFC 9449 §7.1), one field value: the Bearer
+ * challenge where plain tokens are accepted, then the DPoP one with the proof algorithms
+ * (`algs`); `params` go in the variant's challenge. `resource_metadata` is in the first whenever
+ * the protected resource's document is served (RFC 9728 §5.1), so a client refused 401 or 403
+ * can find where tokens come from.
  */
-export function bearerChallenge(metadata: Metadata): BearerChallenge {
+export function challengesOf(metadata: Metadata, dpopAlgorithms: readonly string[]): Challenges {
   const url = metadata.resourceMetadataUrl;
   const tail = url === undefined ? "" : `, resource_metadata="${url}"`;
-  return (params) =>
+  const algs = `algs="${dpopAlgorithms.join(" ")}"`;
+  const bearer = (params?: string): string =>
     params === undefined
       ? `Bearer realm="gatehouse"${tail}`
       : `Bearer realm="gatehouse", ${params}${tail}`;
+  const dpop = (params?: string): string =>
+    params === undefined ? `DPoP ${algs}` : `DPoP ${params}, ${algs}`;
+  return (variant, params) => {
+    if (variant === "bearer") return `${bearer(params)}, ${dpop()}`;
+    if (variant === "dpop") return `${bearer()}, ${dpop(params)}`;
+    return `${dpop(params)}${tail}`;
+  };
 }

@@ -50,6 +50,8 @@ export function createUpstreamHeaders(
     "accept-language",
     "traceparent",
     "tracestate",
+    // RFC 9449: a proof is made for gatehouse's URL and spent here; the upstream cannot use it.
+    "dpop",
   ];
   own.push(scopesHeader === "" ? "x-client-scopes" : scopesHeader);
   own.push(issuerHeader === "" ? "x-client-issuer" : issuerHeader);
@@ -73,6 +75,8 @@ export function createUpstreamHeaders(
     if (refused !== null) dropped.inc({ reason: underscored.reason }, refused.length);
     const drop = refused === null ? kept : new Set([...kept, ...refused]);
     const headers = endToEnd(req.headers, drop, true);
+    // A DPoP-bound token is worth nothing without a proof the upstream never gets.
+    if (ctx.dpop) delete headers.authorization;
     if (vouched !== null) {
       // Only what the trusted proxies vouch for is passed on, so the upstream's leftmost hop is
       // the client address gatehouse itself uses.

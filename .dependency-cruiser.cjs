@@ -5,13 +5,13 @@
  */
 const LAYERS = [
   // 0: helpers with no knowledge of gatehouse's request path; the file format.
-  "^src/(http/|clock\\.ts|metrics\\.ts|request-metrics\\.ts|log\\.ts|config/(duration|key-path|problem|schema|schema-checks|schema-fields|limits-schema|limits-in-force|redis-schema|tracing-schema|issuers-schema|upstream-schema|cross-checks|json-schema|environment|named-files|warnings|load|parse-worker|parse-off-thread|regular-file)\\.ts)",
+  "^src/(http/|clock\\.ts|metrics\\.ts|request-metrics\\.ts|log\\.ts|config/(duration|key-path|problem|schema|schema-checks|schema-fields|limits-schema|limits-in-force|redis-schema|tracing-schema|issuers-schema|dpop-schema|upstream-schema|cross-checks|json-schema|environment|named-files|warnings|load|parse-worker|parse-off-thread|regular-file)\\.ts)",
   // 1: pure domain logic.
   "^src/(routes|language)/",
   // 2: the shared vocabulary: replies, error codes, the request scope, services.
   "^src/core/",
   // 3: domain modules with effects (keys, counters, the upstream pool, span export).
-  "^src/(tokens|limits|upstream|tracing)/",
+  "^src/(tokens|limits|upstream|tracing|websocket)/",
   // 4: the config snapshot, compiled from the file, and its store.
   "^src/config/(snapshot|redis|store|file-watch|reload-failures|bound-addresses|write-schema)\\.ts",
   // 5: the stages of the request path, and their ordered list.

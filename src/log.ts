@@ -209,6 +209,15 @@ export interface AccessFields {
   readonly decision: string;
   /** Why a bearer token was refused: `bearer_<rule>`. */
   readonly reason: string | undefined;
+  /** A WebSocket connection, written once it ended: its bytes, who closed it and why. */
+  readonly websocket:
+    | {
+        readonly bytesIn: number;
+        readonly bytesOut: number;
+        readonly closedBy: string;
+        readonly reason: string;
+      }
+    | undefined;
 }
 
 /** Writes one line per request, in the format of the process logger's lines. */
@@ -260,6 +269,11 @@ export function createAccessLog(log: Logger): AccessLog {
       if (f.clientId !== undefined) line += `,"clientId":${quoted(f.clientId)}`;
       if (f.issuer !== undefined) line += `,"issuer":${quoted(f.issuer)}`;
       const reason = f.reason === undefined ? "" : `,"reason":${quoted(f.reason)}`;
+      const ws = f.websocket;
+      if (ws !== undefined) {
+        line += `,"bytesIn":${ws.bytesIn},"bytesOut":${ws.bytesOut}`;
+        line += `,"closedBy":"${ws.closedBy}","closeReason":"${ws.reason}"`;
+      }
       put(`${line},"decision":${quoted(f.decision)}${reason},"msg":"request"}\n`);
     },
   };

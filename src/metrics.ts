@@ -43,6 +43,12 @@ export interface Metrics {
   readonly traceSpansDropped: Counter;
   /** Forwarded requests the upstream failed (answered 502 or 504, or cut mid-answer), by reason. */
   readonly upstreamFailures: Counter<"reason">;
+  /** Open WebSocket connections, by route. */
+  readonly websocketConnections: Gauge<"route">;
+  /** Bytes relayed on WebSocket connections, by route and direction (in: from the client). */
+  readonly websocketBytes: Counter<"route" | "direction">;
+  /** Ended WebSocket connections, by route, who closed them and why. */
+  readonly websocketCloses: Counter<"route" | "closed_by" | "reason">;
 }
 
 const STORE_UP = "gatehouse_limiter_store_up";
@@ -130,6 +136,32 @@ function upstreamMetrics(registry: Registry): Pick<Metrics, "upstreamFailures"> 
   };
 }
 
+/** The WebSocket connections' metrics (docs/websocket.md). */
+function websocketMetrics(
+  registry: Registry,
+): Pick<Metrics, "websocketConnections" | "websocketBytes" | "websocketCloses"> {
+  return {
+    websocketConnections: new Gauge({
+      name: "gatehouse_websocket_connections",
+      help: "Open WebSocket connections, by route.",
+      labelNames: ["route"],
+      registers: [registry],
+    }),
+    websocketBytes: new Counter({
+      name: "gatehouse_websocket_bytes_total",
+      help: "Bytes relayed on WebSocket connections, by route and direction (in: from the client, out: to it).",
+      labelNames: ["route", "direction"],
+      registers: [registry],
+    }),
+    websocketCloses: new Counter({
+      name: "gatehouse_websocket_closes_total",
+      help: "Ended WebSocket connections, by route, who closed them (client, upstream, gatehouse) and why.",
+      labelNames: ["route", "closed_by", "reason"],
+      registers: [registry],
+    }),
+  };
+}
+
 /** Creates the metrics in a new registry. */
 export function createMetrics(): Metrics {
   const registry = new Registry();
@@ -204,5 +236,6 @@ export function createMetrics(): Metrics {
     }),
     ...droppedMetrics(registry),
     ...upstreamMetrics(registry),
+    ...websocketMetrics(registry),
   };
 }

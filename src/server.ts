@@ -3,7 +3,8 @@
  * stores and forwarders, the config store, the public and admin listeners and the shutdown, each
  * built in a module of its own. No module state: tests start several in one process.
  */
-import type { AddressInfo } from "node:net";
+import type { IncomingMessage } from "node:http";
+import type { AddressInfo, Socket } from "node:net";
 import type { Logger } from "pino";
 import { loadSnapshot, type Snapshot } from "./config/snapshot.js";
 import type { ReloadResult } from "./config/store.js";
@@ -21,9 +22,11 @@ import { createAdmin } from "./admin/server.js";
 import { systemClock, type Clock } from "./clock.js";
 import { createLogger } from "./log.js";
 import { createMetrics, type Metrics } from "./metrics.js";
-import { createEntry } from "./core/entry.js";
+import { createEntry, type Entry } from "./core/entry.js";
 import type { Services } from "./core/services.js";
 import { createForwarderPool } from "./upstream/forwarders.js";
+import { createOpenConnections } from "./websocket/open-connections.js";
+import { opensWebSocket } from "./websocket/upgrade.js";
 import { createLifecycle, createShutdown } from "./lifecycle/drain.js";
 import {
   openConfigStore,
@@ -68,6 +71,18 @@ export interface Gatehouse {
   shutdown(): Promise<void>;
 }
 
+/** Takes the WebSocket handshakes on the WebSocket routes of the config in force. */
+function webSocketsOf(
+  config: () => Snapshot,
+  entry: Entry,
+): (req: IncomingMessage, socket: Socket, head: Buffer) => boolean {
+  return (req, socket, head) => {
+    if (!opensWebSocket(config().routes, req)) return false;
+    entry.handleUpgrade(req, socket, head);
+    return true;
+  };
+}
+
 /** Loads the config (throwing ConfigError if invalid) and starts serving. */
 export async function startGatehouse(options: StartOptions): Promise<Gatehouse> {
   const source: ConfigSource = {
@@ -94,6 +109,7 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
   };
 
   const localMarks = createLocalMarks(services.now, services.clock);
+  const websockets = createOpenConnections(services.now, services.clock);
   const parts: RuntimeParts = {
     services,
     forwarders: createForwarderPool(services),
@@ -102,6 +118,7 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
     tokenBodyMs: deadlines.tokenBodyMs,
     localMarks,
     issuerKeys: createIssuerKeys(services),
+    websockets,
   };
   const store = await openConfigStore(first, source, parts);
   const entry = createEntry(
@@ -113,6 +130,7 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
     headersMs: deadlines.headersMs,
     maxConnections: () => store.current.config.file.max_connections,
     now: services.now,
+    upgrade: webSocketsOf(() => store.current.config, entry),
   });
   const adminListen = options.adminListen ?? first.adminListen;
   const admin = createAdmin(services, () => store.current, adminListen.host);

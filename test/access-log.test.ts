@@ -30,6 +30,7 @@ const fields = {
   issuer: undefined,
   decision: "allowed",
   reason: "bearer_expired",
+  websocket: undefined,
 };
 
 t.test("a line has pino's shape and every field", async (t) => {

@@ -18,7 +18,7 @@ function check(file: string) {
 const cases: Record<string, string[]> = {
   // An unknown key and an invalid plan used to hide the client that names no plan.
   "schema-and-references.yaml": [
-    '3:3 upstream.timout: unknown key; did you mean "timeout"? (allowed here: url, timeout, max_sockets, idle_timeout, server_name, identity_header, issuer_header, scopes_header, forward_authorization, underscore_headers)',
+    '3:3 upstream.timout: unknown key; did you mean "timeout"? (allowed here: url, timeout, max_sockets, idle_timeout, server_name, identity_header, issuer_header, scopes_header, forward_authorization, websocket, underscore_headers)',
     "7:11 clients[0].plan: names no plan; known plans: standard",
     "10:26 plans.standard.rate_limit.limit: must be at least 1",
   ],

@@ -214,6 +214,7 @@ t.test("--json prints the same facts as one object", async (t) => {
       allowed: true,
       needs: { every: true, scopes: ["items:read"] },
       missing: [],
+      needsBinding: false,
     },
     {
       methods: ["PUT", "DELETE"],
@@ -221,6 +222,7 @@ t.test("--json prints the same facts as one object", async (t) => {
       allowed: false,
       needs: { every: true, scopes: ["items:write"] },
       missing: ["items:write"],
+      needsBinding: false,
     },
     {
       methods: ["GET"],
@@ -228,6 +230,7 @@ t.test("--json prints the same facts as one object", async (t) => {
       allowed: true,
       needs: { every: false, scopes: ["reports:read", "reports:all"] },
       missing: [],
+      needsBinding: false,
     },
   ]);
   t.notOk(result.stdout.includes(signature));

@@ -90,7 +90,7 @@ const expected: Record<string, string[]> = {
     "4:18 tracing.otlp_endpoint: must not contain a query or a fragment",
   ],
   "many-errors.yaml": [
-    '4:3 upstream.timout: unknown key; did you mean "timeout"? (allowed here: url, timeout, max_sockets, idle_timeout, server_name, identity_header, issuer_header, scopes_header, forward_authorization, underscore_headers)',
+    '4:3 upstream.timout: unknown key; did you mean "timeout"? (allowed here: url, timeout, max_sockets, idle_timeout, server_name, identity_header, issuer_header, scopes_header, forward_authorization, websocket, underscore_headers)',
     "5:9 listen: must be HOST:PORT with a port from 0 to 65535, such as 0.0.0.0:8080 or [::]:8080",
     '7:11 routes[0].path: must not contain "." or ".." segments',
     "10:12 languages.default: must be one of the supported languages (en, fr, de, es, it)",
@@ -189,15 +189,15 @@ const expected: Record<string, string[]> = {
     "11:7 clients[1].quota.burst: unknown key (allowed here: limit, period)",
   ],
   "unknown-key-nested.yaml": [
-    '6:5 routes[0].cots: unknown key; did you mean "cost"? (allowed here: path, methods, cost, auth, scopes, scopes_any, dpop)',
+    '6:5 routes[0].cots: unknown key; did you mean "cost"? (allowed here: path, methods, cost, auth, scopes, scopes_any, dpop, websocket)',
   ],
   "unknown-key.yaml": [
-    '3:3 upstream.timout: unknown key; did you mean "timeout"? (allowed here: url, timeout, max_sockets, idle_timeout, server_name, identity_header, issuer_header, scopes_header, forward_authorization, underscore_headers)',
+    '3:3 upstream.timout: unknown key; did you mean "timeout"? (allowed here: url, timeout, max_sockets, idle_timeout, server_name, identity_header, issuer_header, scopes_header, forward_authorization, websocket, underscore_headers)',
   ],
   "window-too-long.yaml": ["5:39 plans.yearly.rate_limit.window: must be at most 366d"],
   "unknown-key-unicode.yaml": [
-    "1:43 upstream.délai😀: unknown key (allowed here: url, timeout, max_sockets, idle_timeout, server_name, identity_header, issuer_header, scopes_header, forward_authorization, underscore_headers)",
-    '1:57 upstream.timout: unknown key; did you mean "timeout"? (allowed here: url, timeout, max_sockets, idle_timeout, server_name, identity_header, issuer_header, scopes_header, forward_authorization, underscore_headers)',
+    "1:43 upstream.délai😀: unknown key (allowed here: url, timeout, max_sockets, idle_timeout, server_name, identity_header, issuer_header, scopes_header, forward_authorization, websocket, underscore_headers)",
+    '1:57 upstream.timout: unknown key; did you mean "timeout"? (allowed here: url, timeout, max_sockets, idle_timeout, server_name, identity_header, issuer_header, scopes_header, forward_authorization, websocket, underscore_headers)',
   ],
   "wrong-type.yaml": ["3:16 upstream.max_sockets: must be a whole number"],
   "yaml-syntax.yaml": [

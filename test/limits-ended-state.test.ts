@@ -17,6 +17,7 @@ t.test("memory store: counters and per-period tables go once their periods end",
   const store = createMemoryStore({ now, clock });
   const hourly = preparePlan({
     name: "p",
+    connections: undefined,
     rates: [
       {
         name: "burst",

@@ -29,6 +29,7 @@ const NOW = Date.UTC(2026, 2, 31, 23, 59, 30);
 const X_RATELIMIT: HeaderStyle = { reset: "seconds", xRateLimit: true, ietf: false };
 const plan = (rates: RateRule[], withQuota = true): Plan => ({
   name: "p",
+  connections: undefined,
   rates,
   quota: withQuota ? quota : undefined,
 });
@@ -312,6 +313,7 @@ t.test("memory store: a monthly quota holds on every day of the month", async (t
   for (const [year, month, days] of months) {
     const monthly = preparePlan({
       name: "m",
+      connections: undefined,
       rates: [],
       quota: { counterName: "quota:plan:m:month", limit: 1, limitText: "1", period: "month" },
     });

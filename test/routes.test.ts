@@ -3,17 +3,46 @@ import t from "tap";
 import { compileRoutes } from "../src/routes/table.js";
 
 const table = compileRoutes([
-  { path: "/v1/items", methods: ["GET"], cost: 1, auth: "bearer", dpop: "optional" },
+  {
+    path: "/v1/items",
+    methods: ["GET"],
+    cost: 1,
+    auth: "bearer",
+    dpop: "optional",
+    websocket: false,
+  },
   {
     path: "/v1/items/*",
     methods: ["GET", "PUT", "DELETE"],
     cost: 2,
     auth: "bearer",
     dpop: "optional",
+    websocket: false,
   },
-  { path: "/v1/reports/**", methods: ["GET", "POST"], cost: 1, auth: "bearer", dpop: "optional" },
-  { path: "/v1/caf%c3%a9/%7Ex", methods: ["GET"], cost: 1, auth: "none", dpop: "optional" },
-  { path: "/v1/items", methods: ["POST"], cost: 1, auth: "none", dpop: "optional" },
+  {
+    path: "/v1/reports/**",
+    methods: ["GET", "POST"],
+    cost: 1,
+    auth: "bearer",
+    dpop: "optional",
+    websocket: false,
+  },
+  {
+    path: "/v1/caf%c3%a9/%7Ex",
+    methods: ["GET"],
+    cost: 1,
+    auth: "none",
+    dpop: "optional",
+    websocket: false,
+  },
+  {
+    path: "/v1/items",
+    methods: ["POST"],
+    cost: 1,
+    auth: "none",
+    dpop: "optional",
+    websocket: false,
+  },
 ]);
 
 const cases: Array<[string, string, string]> = [
@@ -46,9 +75,23 @@ t.strictSame(
 
 t.test("a literal route behind a wildcard that matches it is not taken first", async (t) => {
   const shadowed = compileRoutes([
-    { path: "/v1/*", methods: ["GET"], cost: 3, auth: "none", dpop: "optional" },
-    { path: "/v1/items", methods: ["GET", "POST"], cost: 1, auth: "none", dpop: "optional" },
-    { path: "/v1/items", methods: ["PUT"], cost: 1, auth: "none", dpop: "optional" },
+    { path: "/v1/*", methods: ["GET"], cost: 3, auth: "none", dpop: "optional", websocket: false },
+    {
+      path: "/v1/items",
+      methods: ["GET", "POST"],
+      cost: 1,
+      auth: "none",
+      dpop: "optional",
+      websocket: false,
+    },
+    {
+      path: "/v1/items",
+      methods: ["PUT"],
+      cost: 1,
+      auth: "none",
+      dpop: "optional",
+      websocket: false,
+    },
   ]);
   const pattern = (method: string, path: string) => {
     const match = shadowed.match(method, path);
@@ -88,6 +131,7 @@ t.test("any table answers as a scan of its routes in order would", async (t) => 
           cost: 1,
           auth: "none",
           dpop: "optional",
+          websocket: false,
         })),
       );
       const path = "/" + segments.join("/");

@@ -1,7 +1,7 @@
 /**
- * The process's record of used assertion ids and revoked tokens: each client holds at most so
- * many of either still in force, refused beyond rather than forgetting one, and an id's place is
- * given back when it ends.
+ * The process's record of used assertion ids, revoked tokens and used DPoP proof ids: each client
+ * (each key, for proofs) holds at most so many still in force, refused beyond rather than
+ * forgetting one, and an id's place is given back when it ends.
  */
 import t from "tap";
 import { createLocalMarks, createTokenMarks } from "../src/tokens/marks.js";
@@ -48,6 +48,21 @@ t.test("assertions: a replay is told from a full share", async (t) => {
   clock.advance(60_000);
   t.equal(await marks.firstUse("batch", "j3", now() + 60_000, now()), "first", "j1 ended");
   t.equal(await marks.firstUse("batch", "j1", now() + 60_000, now()), "full", "j2 and j3 held");
+});
+
+t.test("DPoP proofs: held per key, a replay told from a full share", async (t) => {
+  const { clock, local, marks } = memoryMarks({ assertions: 10, revocations: 10, proofs: 2 });
+  t.teardown(() => local.close());
+  const now = () => clock.monotonic();
+  t.equal(await marks.firstProof("key-a", "p1", now() + 60_000, now()), "first");
+  t.equal(await marks.firstProof("key-a", "p1", now() + 60_000, now()), "replayed");
+  t.equal(await marks.firstProof("key-a", "p2", now() + 120_000, now()), "first");
+  t.equal(await marks.firstProof("key-a", "p3", now() + 60_000, now()), "full");
+  t.equal(await marks.firstProof("key-b", "p3", now() + 60_000, now()), "first", "another key");
+  t.equal(await marks.firstUse("key-a", "p3", now() + 60_000, now()), "first", "not an assertion");
+  clock.advance(60_000);
+  t.equal(await marks.firstProof("key-a", "p3", now() + 60_000, now()), "first", "p1 ended");
+  t.equal(await marks.firstProof("key-a", "p1", now() + 60_000, now()), "full", "p2 and p3 held");
 });
 
 t.test("an id added again after it ended, before the sweep, is counted once", async (t) => {

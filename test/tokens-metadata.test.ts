@@ -1,9 +1,10 @@
 /**
  * Authorization server metadata (RFC 8414) and protected resource metadata (RFC 9728) through
  * real sockets (docs/tokens.md, Metadata): each document member by member, the issuer-with-path
- * form, private_key_jwt and the revocation endpoint listed, empty members left out but the
- * required response_types_supported, 404s saying why for an issuer or an audience that is no
- * https URL, http on loopback accepted, and neither path ever forwarded or counted.
+ * form, private_key_jwt, the revocation endpoint and the DPoP proof algorithms listed, empty
+ * members left out but the required response_types_supported, 404s saying why for an issuer or an
+ * audience that is no https URL, http on loopback accepted, and neither path ever forwarded or
+ * counted.
  */
 import t from "tap";
 import { exportJWK, generateKeyPair } from "jose";
@@ -16,6 +17,8 @@ import { startUpstream } from "./helpers/upstream.js";
 const APP: TestClient = { id: "reporting-app", secret: "reporting-secret-0123456789abcdef" };
 const AS_PATH = "/.well-known/oauth-authorization-server";
 const PR_PATH = "/.well-known/oauth-protected-resource";
+// RFC 9449 §5.1: tokens.dpop.algorithms, by default.
+const DPOP_ALGORITHMS = ["ES256", "EdDSA", "PS256", "RS256"];
 // private_key_jwt clients: one key each for ES256 and EdDSA, and an RSA key without `alg`.
 const ES = await keyClient("batch-es", "ES256");
 const ED = await keyClient("batch-ed", "EdDSA");
@@ -79,6 +82,7 @@ t.test("authorization server metadata: RFC 8414 §2 members, issuer with a path"
     scopes_supported: ["items:read", "reports:read"],
     revocation_endpoint: "https://auth.example.com/oauth/revoke",
     revocation_endpoint_auth_methods_supported: ["client_secret_basic", "client_secret_post"],
+    dpop_signing_alg_values_supported: DPOP_ALGORITHMS,
   });
   const head = await send(`${g.url}${AS_PATH}/t`, { method: "HEAD" });
   t.equal(head.status, 200);
@@ -106,6 +110,7 @@ t.test("protected resource metadata: RFC 9728 §2 members", async (t) => {
     authorization_servers: ["https://auth.example.com/t/"],
     scopes_supported: ["items:read", "reports:read"],
     bearer_methods_supported: ["header"],
+    dpop_signing_alg_values_supported: ["ES256", "EdDSA", "PS256", "RS256"],
   });
   t.equal(upstream.received.length, before, "not forwarded");
   const other = await send(`${g.url}/.well-known/other`);
@@ -128,11 +133,13 @@ t.test("empty members are left out; http is served on a loopback issuer", async 
     response_types_supported: [],
     grant_types_supported: ["client_credentials"],
     revocation_endpoint: "http://localhost:8080/oauth/revoke",
+    dpop_signing_alg_values_supported: DPOP_ALGORITHMS,
   });
   t.strictSame(json(await send(`${g.url}${PR_PATH}`)), {
     resource: "http://127.0.0.1:8080",
     authorization_servers: ["http://localhost:8080"],
     bearer_methods_supported: ["header"],
+    dpop_signing_alg_values_supported: ["ES256", "EdDSA", "PS256", "RS256"],
   });
 });
 
@@ -174,6 +181,7 @@ t.test("private_key_jwt clients: the method and its algorithms at both endpoints
     revocation_endpoint: "https://auth.example.com/oauth2/revoke",
     revocation_endpoint_auth_methods_supported: methods,
     revocation_endpoint_auth_signing_alg_values_supported: algorithms,
+    dpop_signing_alg_values_supported: DPOP_ALGORITHMS,
   });
   // Keys only: no secret method is claimed.
   await use(
@@ -192,7 +200,16 @@ t.test("private_key_jwt clients: the method and its algorithms at both endpoints
     revocation_endpoint: "https://auth.example.com/oauth/revoke",
     revocation_endpoint_auth_methods_supported: ["private_key_jwt"],
     revocation_endpoint_auth_signing_alg_values_supported: ["ES256"],
+    dpop_signing_alg_values_supported: DPOP_ALGORITHMS,
   });
+});
+
+t.test("the DPoP proof algorithms are tokens.dpop.algorithms", async (t) => {
+  await use(`  issuer: https://auth.example.com
+  dpop: { algorithms: [ES256, PS384] }
+`);
+  const server = json(await send(`${g.url}${AS_PATH}`));
+  t.strictSame(server.dpop_signing_alg_values_supported, ["ES256", "PS384"]);
 });
 
 t.test("an issuer that is no https URL (nor http on loopback) serves no metadata", async (t) => {

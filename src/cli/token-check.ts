@@ -78,9 +78,12 @@ function line(label: string, value: string): string {
 
 function routeText(route: RouteFact): string {
   const target = `${route.methods.join(",")} ${route.path}`;
-  if (route.allowed || route.needs === null) return target;
-  const needed = route.needs.every ? "needs" : "needs one of";
-  return `${target}: ${needed} ${route.missing.join(" ")}`;
+  const binding = route.needsBinding ? "needs a DPoP-bound token" : "";
+  if (route.needs === null || route.missing.length === 0) {
+    return binding === "" ? target : `${target}: ${binding}`;
+  }
+  const needed = `${route.needs.every ? "needs" : "needs one of"} ${route.missing.join(" ")}`;
+  return `${target}: ${binding === "" ? needed : `${binding}; ${needed}`}`;
 }
 
 function verdictLines(verdict: Verdict): string {
@@ -143,6 +146,12 @@ export function reportText(configPath: string, report: TokenReport): string {
     text += line(
       "client",
       `${id} (issuer ${client.issuer}; ${listed}; gatehouse limits show ${printable(client.key)})`,
+    );
+  }
+  if (report.binding !== null) {
+    text += line(
+      "binding",
+      `DPoP key ${report.binding}: each request needs the DPoP scheme and a proof signed by it`,
     );
   }
   if (report.revocation !== null) text += line("revocation", report.revocation.note);

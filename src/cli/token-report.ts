@@ -71,6 +71,8 @@ export interface RouteFact {
   readonly needs: { readonly every: boolean; readonly scopes: readonly string[] } | null;
   /** The needed scopes the token does not hold. */
   readonly missing: readonly string[];
+  /** The route takes only DPoP-bound tokens (`dpop: required`) and this one is not bound. */
+  readonly needsBinding: boolean;
 }
 
 /** Everything `gatehouse token check` says about one token. */
@@ -88,6 +90,11 @@ export interface TokenReport {
   readonly revocation: RevocationFact | null;
   /** The facts of an accepted token; null otherwise. */
   readonly client: ClientFact | null;
+  /**
+   * The thumbprint of the key an accepted token is bound to (`cnf.jkt`): every request needs the
+   * DPoP scheme and a proof signed by that key. Null otherwise.
+   */
+  readonly binding: string | null;
   /** Null: the client is not limited. */
   readonly plan: PlanFact | null;
   readonly scopes: readonly string[] | null;
@@ -241,18 +248,19 @@ function planFact(plan: Plan | undefined, dryRun: boolean): PlanFact | null {
   return { name: plan.name, limits, dryRun };
 }
 
-function routeFact(route: Route, held: ReadonlySet<string>): RouteFact {
+function routeFact(route: Route, held: ReadonlySet<string>, bound: boolean): RouteFact {
   const rule = route.scopes;
-  const base = { methods: [...route.methods], path: route.pattern };
-  if (rule === undefined) return { ...base, allowed: true, needs: null, missing: [] };
+  const needsBinding = route.dpopRequired && !bound;
+  const base = { methods: [...route.methods], path: route.pattern, needsBinding };
+  if (rule === undefined) return { ...base, allowed: !needsBinding, needs: null, missing: [] };
   const missing = rule.names.filter((name) => !held.has(name));
   // The scopes stage: `scopes` needs every one, `scopes_any` one of them.
-  const allowed = rule.every ? missing.length === 0 : missing.length < rule.names.length;
+  const granted = rule.every ? missing.length === 0 : missing.length < rule.names.length;
   return {
     ...base,
-    allowed,
+    allowed: granted && !needsBinding,
     needs: { every: rule.every, scopes: rule.names },
-    missing: allowed ? [] : missing,
+    missing: granted ? [] : missing,
   };
 }
 
@@ -291,6 +299,7 @@ export async function reportToken(
     revocation,
     client: null,
     plan: null,
+    binding: null,
     scopes: null,
     routes: null,
   });
@@ -329,10 +338,11 @@ export async function reportToken(
       key: verified.clientKey,
       listed: own || trusted?.clients.has(verified.clientId) === true,
     },
+    binding: verified.jkt ?? null,
     plan: planFact(plan, limits.dryRun),
     scopes: [...held],
     routes: config.routes.routes
       .filter((route) => route.auth === "bearer")
-      .map((route) => routeFact(route, held)),
+      .map((route) => routeFact(route, held, verified.jkt !== undefined)),
   };
 }

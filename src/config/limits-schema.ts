@@ -47,6 +47,9 @@ export const PlanSchema = z
     rate_limit: RateLimitSchema.optional(),
     rate_limits: RateLimitsSchema.optional(),
     quota: QuotaSchema.optional(),
+    connections: positiveInt(
+      "Open WebSocket connections per client at once, across the replicas sharing the store.",
+    ).optional(),
   })
   .superRefine(oneRateForm)
   .refine(

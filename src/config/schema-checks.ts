@@ -259,3 +259,13 @@ export function checkRouteScopes(
     problem(ctx, [key], "needs auth: bearer; an anonymous request has no scopes");
   }
 }
+
+/** A WebSocket route takes the handshake, which RFC 6455 §4.1 makes a GET. */
+export function checkWebSocketRoute(
+  route: { methods: readonly string[]; websocket: boolean },
+  ctx: Ctx,
+): void {
+  if (route.websocket && !route.methods.includes("GET")) {
+    problem(ctx, ["methods"], "must list GET on a websocket route: the handshake is a GET");
+  }
+}

@@ -21,6 +21,7 @@ import {
   checkRoutePattern,
   checkRouteScopes,
   checkTokens,
+  checkWebSocketRoute,
   oneRateForm,
   withinADay,
 } from "./schema-checks.js";
@@ -125,9 +126,16 @@ const RouteSchema = z
     dpop: dpopSetting(
       "required: only a DPoP-bound token with its proof passes; optional: a bound token needs its proof, a plain one passes.",
     ),
+    websocket: z
+      .boolean({ error: "must be true or false" })
+      .default(false)
+      .describe(
+        "Pass WebSocket handshakes (RFC 6455) on to the upstream, then the frames both ways.",
+      ),
   })
   .superRefine(checkMethodsOnce)
-  .superRefine(checkRouteScopes);
+  .superRefine(checkRouteScopes)
+  .superRefine(checkWebSocketRoute);
 
 /** The whole configuration file, with every default applied. */
 export const FileSchema = z

@@ -170,6 +170,7 @@ export async function buildSnapshot(
       timeoutMs: durationMs(file.upstream.timeout),
       maxSockets: file.upstream.max_sockets,
       idleTimeoutMs: durationMs(file.upstream.idle_timeout),
+      websocketIdleMs: durationMs(file.upstream.websocket.idle_timeout),
       serverName: file.upstream.server_name === "" ? undefined : file.upstream.server_name,
       identityHeader: file.upstream.identity_header.toLowerCase(),
       scopesHeader: file.upstream.scopes_header.toLowerCase(),

@@ -49,6 +49,13 @@ export const UpstreamSchema = z
         .boolean({ error: "must be true or false" })
         .default(false)
         .describe("Pass the bearer token on to the upstream."),
+      websocket: z
+        .strictObject({
+          idle_timeout: positiveDuration(
+            "A WebSocket connection with no frame either way for this long is closed (1001).",
+          ).default("10m"),
+        })
+        .prefault({}),
       underscore_headers: z
         .enum(["drop", "keep"], { error: "must be drop or keep" })
         .default("drop")

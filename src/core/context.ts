@@ -3,6 +3,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { ClientFacts } from "../http/client-ip.js";
 import type { ErrorCode } from "../http/error-codes.js";
 import type { Route } from "../routes/table.js";
+import type { Socket } from "node:net";
 
 /** An answer gatehouse gives itself; `body` is sent as JSON unless it is a string or Buffer. */
 export interface Reply {
@@ -31,6 +32,38 @@ export interface GrantedScopes {
   /** The `scope` claim as signed, space-separated; "" when the token has none. */
   readonly text: string;
   readonly names: ReadonlySet<string>;
+}
+
+/** What the stages after the authenticate stage know of the token it accepted. */
+export interface AcceptedToken {
+  /** "" for a provider's token without one. */
+  readonly jti: string;
+  /** Until when it is accepted (epoch ms). */
+  readonly untilMs: number;
+}
+
+/** What a WebSocket connection did, when it ended: for the access log and the metrics. */
+export interface ConnectionEnd {
+  /** Bytes from the client to the upstream, and back. */
+  readonly bytesIn: number;
+  readonly bytesOut: number;
+  readonly closedBy: "client" | "upstream" | "gatehouse";
+  /** close_frame, connection_closed, idle, token_expired, revoked or shutdown. */
+  readonly reason: string;
+}
+
+/** A WebSocket handshake's connection, taken from the HTTP server (websocket/upgrade.ts). */
+export interface Upgrade {
+  /** The client's connection. */
+  readonly socket: Socket;
+  /** Bytes the client sent after the handshake, before the answer. */
+  readonly head: Buffer;
+  /** The upstream's 101 went through: the connection is relayed until `end`. */
+  relaying: boolean;
+  /** What the connection did, once it ended. */
+  end: ConnectionEnd | undefined;
+  /** Logs and counts the connection once it ended: the access log line is written then. */
+  readonly finished: () => void;
 }
 
 /** Facts about one request, written by the stages in order. */
@@ -67,6 +100,10 @@ export interface RequestContext {
   clientKey: string | undefined;
   /** The request sent its token with the DPoP scheme (RFC 9449 §7.1), set by the authenticate stage. */
   dpop: boolean;
+  /** The accepted token (set by the authenticate stage). */
+  token: AcceptedToken | undefined;
+  /** A WebSocket handshake on a `websocket: true` route, and the connection it opens. */
+  readonly upgrade: Upgrade | undefined;
   /** The bearer token's scopes (set by the authenticate stage). */
   scopes: GrantedScopes | undefined;
   /** The one Accept-Language tag the upstream receives (set by the language stage). */

@@ -3,11 +3,12 @@
  * and when its response closes the access log line is written and the request metrics are
  * counted. The requests in flight are counted too, so a drain knows when none is left.
  */
-import type { IncomingMessage, ServerResponse } from "node:http";
+import { ServerResponse, type IncomingMessage } from "node:http";
+import type { Socket } from "node:net";
 import type { Clock } from "../clock.js";
 import { createAccessLog, type AccessLog } from "../log.js";
 import type { Metrics } from "../metrics.js";
-import type { RequestContext, Stage } from "./context.js";
+import type { RequestContext, Stage, Upgrade } from "./context.js";
 import { runPipeline } from "./runner.js";
 import type { Services } from "./services.js";
 import type { SpanRecorder } from "./spans.js";
@@ -21,6 +22,11 @@ const UNKNOWN_CLIENT = Object.freeze({ peer: "", address: "", vouched: null });
 export interface Entry {
   /** The listener's request handler. */
   readonly handle: (req: IncomingMessage, res: ServerResponse) => void;
+  /**
+   * A WebSocket handshake on a `websocket: true` route, its connection taken from the HTTP
+   * server with the bytes that followed it (`head`): its answer is written on `socket`.
+   */
+  readonly handleUpgrade: (req: IncomingMessage, socket: Socket, head: Buffer) => void;
   /** Requests whose response has not closed yet. */
   inFlight(): number;
   /** Resolves once no request is in flight (one waiter: the drain). */
@@ -40,19 +46,18 @@ export function createEntry(
   const access = createAccessLog(services.log);
   let inFlight = 0;
   let drained: (() => void) | undefined;
-  // One listener for every response, finding its request's context on the response.
-  function onResponseClose(this: ServerResponse): void {
+  const complete = (ctx: RequestContext): void => {
     inFlight--;
-    accessLog(
-      (this as TrackedResponse)[CONTEXT] as RequestContext,
-      access,
-      metrics,
-      clock,
-      spans(),
-    );
+    accessLog(ctx, access, metrics, clock, spans());
     if (inFlight === 0) drained?.();
+  };
+  // One listener for every response, finding its request's context on the response. A
+  // WebSocket connection is logged when its relay ends, not when its handshake's answer does.
+  function onResponseClose(this: ServerResponse): void {
+    const ctx = (this as TrackedResponse)[CONTEXT] as RequestContext;
+    if (ctx.upgrade?.relaying !== true) complete(ctx);
   }
-  const handle = (req: IncomingMessage, res: ServerResponse): void => {
+  const start = (req: IncomingMessage, res: ServerResponse, upgrade: Upgrade | undefined) => {
     const ctx: RequestContext = {
       req,
       res,
@@ -72,6 +77,8 @@ export function createEntry(
       issuer: undefined,
       clientKey: undefined,
       dpop: false,
+      token: undefined,
+      upgrade,
       scopes: undefined,
       language: undefined,
       responseHeaders: {},
@@ -83,9 +90,30 @@ export function createEntry(
     (res as TrackedResponse)[CONTEXT] = ctx;
     res.on("close", onResponseClose);
     runPipeline(stages(), ctx, services);
+    return ctx;
+  };
+  const handle = (req: IncomingMessage, res: ServerResponse): void => {
+    start(req, res, undefined);
+  };
+  const handleUpgrade = (req: IncomingMessage, socket: Socket, head: Buffer): void => {
+    // A refusal, or an answer other than 101, is written as a response on the socket, then the
+    // connection closes: no HTTP parser reads it any more.
+    const res = new ServerResponse(req);
+    res.shouldKeepAlive = false;
+    res.assignSocket(socket);
+    res.on("finish", () => socket.end());
+    const upgrade: Upgrade = {
+      socket,
+      head,
+      relaying: false,
+      end: undefined,
+      finished: () => complete(ctx),
+    };
+    const ctx = start(req, res, upgrade);
   };
   return {
     handle,
+    handleUpgrade,
     inFlight: () => inFlight,
     idle: () =>
       inFlight === 0 ? Promise.resolve() : new Promise<void>((done) => (drained = done)),
@@ -99,8 +127,9 @@ function accessLog(
   clock: Clock,
   spans: SpanRecorder | undefined,
 ): void {
-  const { res } = ctx;
-  const status = res.writableFinished ? res.statusCode : 499;
+  const { res, upgrade } = ctx;
+  const end = upgrade?.end;
+  const status = end !== undefined ? 101 : res.writableFinished ? res.statusCode : 499;
   const durationMs = clock.monotonic() - ctx.startedAt;
   const route = ctx.route?.pattern ?? ctx.own ?? "-";
   metrics.requests.request(route, status, ctx.decision, durationMs / 1000);
@@ -118,6 +147,7 @@ function accessLog(
     issuer: ctx.issuer,
     decision: ctx.decision,
     reason: ctx.refusal,
+    websocket: end,
   });
   spans?.record(ctx, status, durationMs);
 }

@@ -123,6 +123,7 @@ export function manageConnections(
   server: Server,
   handle: Handler,
   maxConnections: () => number,
+  upgrade: (req: IncomingMessage, socket: Socket, rest: Buffer) => boolean,
 ): ManagedConnections {
   const registry: Registry = { open: new Map(), idle: new Set() };
   const { open, idle } = registry;
@@ -163,15 +164,17 @@ export function manageConnections(
     }
   }
 
-  // Node hands over a connection at a request carrying Upgrade; it is taken back once the
-  // answers owed before that request are written. Read behind an answer that closes (the
-  // connection is then forgotten or no longer accepting), it is dropped like any other request.
+  // Node hands over a connection at a request carrying Upgrade; once the answers owed before
+  // that request are written, a WebSocket handshake on a WebSocket route keeps it, and any other
+  // is given back to be served as plain HTTP. Read behind an answer that closes (the connection
+  // is then forgotten or no longer accepting), it is dropped like any other request.
   server.on("upgrade", (req: IncomingMessage, socket: Socket, rest: Buffer) => {
     const connection = open.get(socket);
     if (connection === undefined || !connection.accepting) return;
     const takeBack = (): void => {
       forget(registry, connection);
-      if (!socket.destroyed) serveAsPlainHttp(server, req, socket, rest);
+      if (socket.destroyed || upgrade(req, socket, rest)) return;
+      serveAsPlainHttp(server, req, socket, rest);
     };
     if (connection.current === undefined) takeBack();
     else connection.then = takeBack;

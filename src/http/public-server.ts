@@ -4,6 +4,7 @@
  * timeouts.
  */
 import type { IncomingMessage, Server, ServerResponse } from "node:http";
+import type { Socket } from "node:net";
 import { http } from "./node-http.js";
 import { createClientErrorHandler } from "./client-errors.js";
 import { manageConnections } from "./connections.js";
@@ -40,12 +41,17 @@ export interface PublicServerOptions {
   /** Read at every accepted connection, so a reload changes it. */
   readonly maxConnections: () => number;
   readonly now: () => number;
+  /**
+   * Takes a request handed over for its Upgrade field (a WebSocket handshake on a WebSocket
+   * route), or declines it with false: it is then served as plain HTTP.
+   */
+  readonly upgrade: (req: IncomingMessage, socket: Socket, head: Buffer) => boolean;
 }
 
 /** Creates the public server; `handle` runs for one request of a connection at a time. */
 export function createPublicServer(
   handle: (req: IncomingMessage, res: ServerResponse) => void,
-  { headersMs, maxConnections, now }: PublicServerOptions,
+  { headersMs, maxConnections, now, upgrade }: PublicServerOptions,
 ): Server {
   const server = http.createServer({
     headersTimeout: headersMs,
@@ -56,7 +62,7 @@ export function createPublicServer(
     // The framing stage answers a missing Host itself, with a JSON body like every other error.
     requireHostHeader: false,
   });
-  const { onRequest, afterPending } = manageConnections(server, handle, maxConnections);
+  const { onRequest, afterPending } = manageConnections(server, handle, maxConnections, upgrade);
   server.on("request", onRequest);
   // Node's own parser errors, header overflow and timeouts get JSON bodies too.
   server.on("clientError", createClientErrorHandler(now, afterPending));

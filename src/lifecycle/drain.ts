@@ -61,6 +61,8 @@ async function drain(lifecycle: DrainingLifecycle, parts: ShutdownParts): Promis
     const inFlight = requests.inFlight();
     log.warn({ inFlight }, "grace period over; closing the remaining connections");
   }
+  // RFC 6455 §7.4.1: 1001, going away; each side gets CLOSING_MS to finish its frame and close.
+  parts.websockets.closeAll("the server is shutting down");
   server.closeAllConnections();
   await closed;
   await new Promise<void>((done) => admin.close(() => done()));

@@ -11,6 +11,7 @@ import type { CounterStore } from "../limits/counters.js";
 import { limitsReady, type LimiterStores } from "../limits/stores.js";
 import { createWarnOnce } from "../log.js";
 import { buildStages } from "../stages/index.js";
+import type { OpenConnections } from "../websocket/open-connections.js";
 import type { Forwarder } from "../upstream/forwarder.js";
 import type { ForwarderPool } from "../upstream/forwarders.js";
 import type { SpanExports } from "../tracing/exporters.js";
@@ -46,6 +47,8 @@ export interface RuntimeParts {
   readonly localMarks: LocalMarks;
   /** The trusted issuers' keys, kept across reloads that keep the issuer. */
   readonly issuerKeys: IssuerKeys;
+  /** The open WebSocket connections, across reloads. */
+  readonly websockets: OpenConnections;
 }
 
 /** The config store holding the runtime of `first`, building one for each reloaded snapshot. */
@@ -60,6 +63,7 @@ export async function openConfigStore(
     tokenBodyMs,
     localMarks,
     issuerKeys,
+    websockets,
   }: RuntimeParts,
 ): Promise<ConfigStore<Runtime>> {
   const { log, metrics } = services;
@@ -90,6 +94,7 @@ export async function openConfigStore(
         tokenBodyMs,
         localMarks,
         keySetFor: (issuer) => keySets.get(issuer) as IssuerKeySet,
+        websockets,
       }),
     };
   };

@@ -40,6 +40,8 @@ export interface Plan {
   /** Every rate limit, in the file's order; all are enforced. */
   readonly rates: readonly RateRule[];
   readonly quota: QuotaRule | undefined;
+  /** `connections`: open WebSocket connections at once; undefined for no bound. */
+  readonly connections: number | undefined;
 }
 
 /** One Redis node's address. */
@@ -150,6 +152,7 @@ export function compileLimits(
       name,
       rates: rateRules(`plan:${name}`, plan) ?? [],
       quota: plan.quota === undefined ? undefined : quotaRule(`plan:${name}`, plan.quota),
+      connections: plan.connections,
     });
   }
   const clients = new Map<string, Plan>();
@@ -166,7 +169,7 @@ export function compileLimits(
         ? quotaRule(owner, client.quota)
         : base?.quota;
     if (rates.length === 0 && quota === undefined) continue;
-    clients.set(key, { name: base?.name ?? owner, rates, quota });
+    clients.set(key, { name: base?.name ?? owner, rates, quota, connections: base?.connections });
   }
   const issuers = new Map<string, Plan>();
   for (const issuer of file.tokens.trusted_issuers) {

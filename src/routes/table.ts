@@ -22,6 +22,8 @@ export interface Route {
   readonly scopes: ScopeRule | undefined;
   /** `dpop: required`: only a DPoP-bound token with its proof passes (RFC 9449 §7). */
   readonly dpopRequired: boolean;
+  /** `websocket: true`: a WebSocket handshake is passed on, then the frames both ways. */
+  readonly websocket: boolean;
   readonly matcher: RegExp;
 }
 
@@ -134,6 +136,7 @@ function compileEntry(entry: RouteConfig): CompiledRoute {
     auth: entry.auth,
     scopes: scopeRule(entry),
     dpopRequired: entry.dpop === "required",
+    websocket: entry.websocket,
     matcher: matcherOf(segments),
   });
   return { route, segments };

@@ -182,6 +182,7 @@ function admitted(ctx: RequestContext, verified: VerifiedToken): undefined {
   ctx.issuer = verified.issuer;
   ctx.clientKey = verified.clientKey;
   ctx.scopes = verified.scopes;
+  ctx.token = verified;
   return undefined;
 }
 

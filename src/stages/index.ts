@@ -23,9 +23,12 @@ import type { CounterStore } from "../limits/counters.js";
 import type { Forwarder } from "../upstream/forwarder.js";
 import type { Stage } from "../core/context.js";
 import type { Services } from "../core/services.js";
-import { createTokenMarks, type LocalMarks } from "../tokens/marks.js";
+import { createTokenMarks, type LocalMarks, type TokenMarks } from "../tokens/marks.js";
 import type { KeySetFor } from "../tokens/verify.js";
 import { challengesOf, metadataOf } from "../tokens/metadata.js";
+import { OWN_ISSUER_NAME } from "../config/issuers-schema.js";
+import type { OpenConnections } from "../websocket/open-connections.js";
+import type { RelayDeps } from "../websocket/upgrade.js";
 
 /** What the stages are built with besides the snapshot. */
 export interface PipelineDeps {
@@ -39,6 +42,8 @@ export interface PipelineDeps {
   readonly localMarks: LocalMarks;
   /** Each trusted issuer's keys, fetched and kept across reloads. */
   readonly keySetFor: KeySetFor;
+  /** The open WebSocket connections, across reloads. */
+  readonly websockets: OpenConnections;
 }
 
 /** Builds the ordered stages for one config snapshot. */
@@ -91,6 +96,25 @@ export function buildStages(config: Snapshot, deps: PipelineDeps): readonly Stag
     // Last before forwarding: only a request that would be forwarded is counted, and everything
     // it can be refused for (401, 400) has been checked, so those answers carry no limit headers.
     createLimitsStage(config.limits, deps.limiterStore, services),
-    createForwardStage(config.upstream, deps.forwarder, services.metrics.requestHeadersDropped),
+    createForwardStage(
+      config.upstream,
+      deps.forwarder,
+      services.metrics.requestHeadersDropped,
+      relayDeps(config, deps, marks),
+    ),
   ]);
+}
+
+// What a WebSocket connection's relay needs: its idle bound, the open connections, and whether
+// its token, one of gatehouse's own, has been revoked since (a provider's is the provider's).
+function relayDeps(config: Snapshot, deps: PipelineDeps, marks: TokenMarks): RelayDeps {
+  return {
+    services: deps.services,
+    idleMs: config.upstream.websocketIdleMs,
+    open: deps.websockets,
+    revoked({ token, clientId, issuer }) {
+      if (token === undefined || issuer !== OWN_ISSUER_NAME) return undefined;
+      return (nowMs) => marks.isRevoked(clientId as string, token.jti, nowMs);
+    },
+  };
 }

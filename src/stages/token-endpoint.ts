@@ -16,6 +16,7 @@ import { queryHasCredentials } from "../tokens/request.js";
 import { createClientAuthenticator } from "../tokens/client-auth.js";
 import { MAX_REVOCATIONS_PER_CLIENT, type TokenMarks } from "../tokens/marks.js";
 import { createTokenVerifier } from "../tokens/verify.js";
+import { createTokenDpop, type TokenDpop } from "../tokens/dpop-grant.js";
 import {
   authenticateClient,
   headerCredentials,
@@ -110,26 +111,36 @@ function authenticated(
   };
 }
 
-/** Issues a token to the authenticated client, with what it asked for and may be granted. */
-const serveToken = authenticated(tokenFields, async (endpoint, _ctx, client) => {
-  const { settings, services } = endpoint;
-  const grants = settings.grants.get(client.clientId) as ClientGrants;
-  const grant = grantFor(grants, settings.audience, client.fields);
-  const issued = await issueToken(settings, client.clientId, services.now(), grant);
-  services.metrics.tokensIssued.inc();
-  return {
-    status: 200,
-    headers: NO_STORE,
-    body: {
-      access_token: issued.token,
-      token: issued.token,
-      token_type: "Bearer",
-      expires_in: issued.expiresIn,
-      // RFC 6749 §5.1: what was granted, whether it was requested or the client's default.
-      ...(grant.scope === undefined ? {} : { scope: grant.scope }),
-    },
-  };
-});
+/**
+ * Issues a token to the authenticated client, with what it asked for and may be granted, bound to
+ * the key of its DPoP proof when it sent one (RFC 9449 §5).
+ */
+function tokenServer(dpop: TokenDpop): Serve {
+  return authenticated(tokenFields, async (endpoint, ctx, client) => {
+    const { settings, services } = endpoint;
+    const grants = settings.grants.get(client.clientId) as ClientGrants;
+    const grant = grantFor(grants, settings.audience, client.fields);
+    // After the grant: a proof is held only for a request that gets its token.
+    const nowMs = services.now();
+    const binding = await dpop.bind(ctx, client.clientId, nowMs);
+    if ("status" in binding) return binding;
+    const issued = await issueToken(settings, client.clientId, nowMs, grant, binding.jkt);
+    services.metrics.tokensIssued.inc();
+    return {
+      status: 200,
+      headers: { ...NO_STORE, ...binding.headers },
+      body: {
+        access_token: issued.token,
+        token: issued.token,
+        // RFC 9449 §5.1: a bound token is of type DPoP.
+        token_type: binding.jkt === undefined ? "Bearer" : "DPoP",
+        expires_in: issued.expiresIn,
+        // RFC 6749 §5.1: what was granted, whether it was requested or the client's default.
+        ...(grant.scope === undefined ? {} : { scope: grant.scope }),
+      },
+    };
+  });
+}
 
 /**
  * Revokes an access token of the authenticated client (RFC 7009 §2.1): its `jti` is denied until
@@ -165,9 +176,9 @@ function asOauthError(error: unknown): Reply {
 }
 
 /**
- * Serves `POST {tokens.path}` (OAuth 2.0 client credentials, RFC 6749 §4.4) and `POST
- * {tokens.revocation_path}` (RFC 7009): gatehouse's own paths, never forwarded and never counted
- * against the limits.
+ * Serves `POST {tokens.path}` (OAuth 2.0 client credentials, RFC 6749 §4.4; with DPoP, RFC 9449
+ * §5) and `POST {tokens.revocation_path}` (RFC 7009): gatehouse's own paths, never forwarded and
+ * never counted against the limits.
  */
 export function createTokenEndpointStage(
   settings: TokenSettings,
@@ -206,6 +217,8 @@ export function createTokenEndpointStage(
       { connection: "close" },
     ),
   };
+  // One proof verifier per snapshot, with its own cache of proof keys.
+  const serveToken = tokenServer(createTokenDpop(settings, marks, services));
   return function tokenEndpoint(ctx) {
     const revocation = ctx.path === settings.revocationPath;
     if (ctx.path !== settings.path && !revocation) return undefined;

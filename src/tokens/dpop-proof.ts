@@ -137,6 +137,15 @@ function proofRejectionOf(error: unknown): ProofRejected {
   if (error instanceof errors.JWTClaimValidationFailed && error.claim === "typ") {
     return new ProofRejected("typ", message);
   }
+  // jose checks a present `iat` is a number before any claim of ours is read: one that is not
+  // is a malformed claim, not a time outside the window.
+  if (
+    error instanceof errors.JWTClaimValidationFailed &&
+    error.claim === "iat" &&
+    error.reason === "invalid"
+  ) {
+    return new ProofRejected("claims", message);
+  }
   // An `exp` or `nbf` the proof chose to carry, and found wanting.
   if (error instanceof errors.JWTExpired || error instanceof errors.JWTClaimValidationFailed) {
     return new ProofRejected("iat", message);

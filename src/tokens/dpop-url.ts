@@ -17,9 +17,14 @@ function schemeOf(ctx: RequestContext): "http" | "https" {
   return first.trim().toLowerCase() === "https" ? "https" : "http";
 }
 
-/** The request's own origin, from `Host` and the scheme the client used. */
-export function requestOrigin(ctx: RequestContext): string {
-  return `${schemeOf(ctx)}://${ctx.req.headers.host ?? ""}`;
+/**
+ * The request's own origin, from `Host` and the scheme the client used; undefined when it names
+ * no host: an HTTP/1.0 request may leave Host out, and an empty one is valid (RFC 9112 §3.2), but
+ * `http://` followed by the path would read the path's first segment as the host.
+ */
+export function requestOrigin(ctx: RequestContext): string | undefined {
+  const host = ctx.req.headers.host;
+  return host === undefined || host === "" ? undefined : `${schemeOf(ctx)}://${host}`;
 }
 
 /** The path of the request target as the client sent it, before any canonicalisation. */
@@ -36,8 +41,9 @@ export function sentPath(ctx: RequestContext): string {
 /**
  * The URL a proof's `htu` is compared with, normalised as `normalizedHtu` does: `path` on
  * `origin` (a configured URL's origin), or on the request's own origin when there is none. ""
- * when the request's `Host` makes no URL, which no `htu` equals.
+ * when the request's `Host` is missing or empty or makes no URL, which no `htu` equals.
  */
 export function expectedHtu(origin: string | undefined, ctx: RequestContext, path: string): string {
-  return normalizedHtu((origin ?? requestOrigin(ctx)) + path) ?? "";
+  const base = origin ?? requestOrigin(ctx);
+  return base === undefined ? "" : (normalizedHtu(base + path) ?? "");
 }

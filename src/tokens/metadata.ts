@@ -66,6 +66,8 @@ const AUTHORIZATION_SERVER: readonly Member[] = [
   ["revocation_endpoint", ({ settings, origin }) => origin + settings.revocationPath],
   ["revocation_endpoint_auth_methods_supported", ({ auth }) => auth.methods],
   ["revocation_endpoint_auth_signing_alg_values_supported", ({ auth }) => auth.assertionAlgorithms],
+  // RFC 9449 §5.1: the algorithms a DPoP proof may be signed with, at the token endpoint.
+  ["dpop_signing_alg_values_supported", ({ settings }) => settings.dpop.algorithms],
 ];
 
 // RFC 9728 §2: tokens are accepted in the Authorization header only (RFC 6750 §2.1).
@@ -137,11 +139,20 @@ function protectedResource(source: Source): Publication & { readonly url?: strin
   };
 }
 
+/**
+ * `tokens.issuer` as the URL the RFC 8414 document is published for, whose origin its endpoints
+ * are on; undefined when none is published: in resource-server-only mode gatehouse is no
+ * authorization server, whatever tokens.issuer is, and an issuer that is no https URL (nor http
+ * on a loopback host) is none a client can discover.
+ */
+export function publishedIssuer(settings: TokenSettings): URL | undefined {
+  return settings.ownTokens ? secureUrl(settings.issuer) : undefined;
+}
+
 /** The metadata documents for `settings` and `routes`, or why each is not served. */
 export function metadataOf(settings: TokenSettings, routes: readonly Route[]): Metadata {
   const bearerRoutes = routes.filter((route) => route.auth === "bearer");
-  // In resource-server-only mode gatehouse is no authorization server, whatever tokens.issuer is.
-  const issuer = settings.ownTokens ? secureUrl(settings.issuer) : undefined;
+  const issuer = publishedIssuer(settings);
   const source: Source = {
     settings,
     origin: issuer?.origin ?? "",

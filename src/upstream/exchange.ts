@@ -74,10 +74,10 @@ export class Exchange implements Dispatcher.DispatchHandler {
   private waitingForDrain = false;
   /** The client's body on its way to undici; null for a bodiless request. */
   private upload: PassThrough | null = null;
-  private readonly sentAt: number;
+  protected readonly sentAt: number;
 
   constructor(
-    private readonly shared: Shared,
+    protected readonly shared: Shared,
     readonly ctx: RequestContext,
     private readonly timeoutMs: number,
     private readonly options: Dispatcher.DispatchOptions,

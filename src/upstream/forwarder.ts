@@ -15,6 +15,8 @@ import { createDeadlines } from "./deadlines.js";
 import { Exchange, type Shared } from "./exchange.js";
 import { createTurnBatch, type TurnBatch } from "./turn-batch.js";
 import { buildConnector, Client, Pool } from "./undici.js";
+import { UpgradeExchange } from "./upgrade-exchange.js";
+import type { RelayDeps } from "../websocket/upgrade.js";
 
 /** Forwards requests to one upstream. */
 export interface Forwarder {
@@ -24,6 +26,11 @@ export interface Forwarder {
    * is written to ctx.res.
    */
   forward(ctx: RequestContext, timeoutMs: number, withBody: boolean): void;
+  /**
+   * Sends a WebSocket handshake on (RFC 6455 §4.1): the upstream's 101 starts a relay made with
+   * `relay`; another answer (or a 502/504) is written to ctx.res.
+   */
+  upgrade(ctx: RequestContext, timeoutMs: number, relay: RelayDeps): void;
   /** Stops taking requests: idle connections close now, busy ones when their exchange ends. */
   retire(): void;
 }
@@ -120,14 +127,16 @@ export function createForwarder(upstream: UpstreamSettings, services: Services):
   };
   const send = sendAtEndOfTurn(shared);
 
+  // An empty query goes without its `?`.
+  const pathOf = ({ path, query }: RequestContext): string =>
+    query === null || query === "" ? base + path : `${base}${path}?${query}`;
+
   return {
     key: forwarderKey(upstream),
     forward(ctx, timeoutMs, withBody) {
       const { req } = ctx;
-      // An empty query goes without its `?`.
-      const { query } = ctx;
       const options: Dispatcher.DispatchOptions = {
-        path: query === null || query === "" ? base + ctx.path : `${base}${ctx.path}?${query}`,
+        path: pathOf(ctx),
         method: req.method as Dispatcher.HttpMethod,
         headers: req.headers as Record<string, string | string[]>,
         // After the response head, silence this long ends the exchange (the client's connection
@@ -135,6 +144,19 @@ export function createForwarder(upstream: UpstreamSettings, services: Services):
         bodyTimeout: timeoutMs,
       };
       const exchange = new Exchange(shared, ctx, timeoutMs, options, withBody);
+      shared.deadlines.add(exchange);
+      send(exchange);
+    },
+    upgrade(ctx, timeoutMs, relay) {
+      // undici writes `Connection: upgrade` and `Upgrade: websocket` itself; the client's
+      // Sec-WebSocket-* fields go on as they came.
+      const options: Dispatcher.DispatchOptions = {
+        path: pathOf(ctx),
+        method: "GET",
+        headers: ctx.req.headers as Record<string, string | string[]>,
+        upgrade: "websocket",
+      };
+      const exchange = new UpgradeExchange(shared, ctx, timeoutMs, options, relay);
       shared.deadlines.add(exchange);
       send(exchange);
     },

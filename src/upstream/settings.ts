@@ -19,4 +19,6 @@ export interface UpstreamSettings {
    * those that would alias a header gatehouse owns.
    */
   readonly keepUnderscoreHeaders: boolean;
+  /** A WebSocket connection with no frame either way for this long is closed. */
+  readonly websocketIdleMs: number;
 }

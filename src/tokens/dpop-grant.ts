@@ -1,0 +1,107 @@
+/**
+ * DPoP at the token endpoint (RFC 9449 §5): a token request may carry one proof of a key the
+ * client holds; its token is then bound to that key (`cnf.jkt`, §6.1) and answered as
+ * `token_type: DPoP`. A client with `dpop: required` must send one (§5.2). Asked only once the
+ * client has authenticated, so that only an authenticated client's proof ids are held.
+ */
+import type { Reply, RequestContext } from "../core/context.js";
+import type { Services } from "../core/services.js";
+import { fieldLines } from "../http/field-lines.js";
+import { oauthError, retryShortly } from "./authenticate-client.js";
+import { createProofVerifier, PROOF_RULES, ProofRejected, type ProofRule } from "./dpop-proof.js";
+import { expectedHtu } from "./dpop-url.js";
+import { MAX_PROOFS_PER_KEY, type TokenMarks } from "./marks.js";
+import { publishedIssuer } from "./metadata.js";
+import type { TokenSettings } from "./settings.js";
+
+/** What a token request's proof gave: the key its token is bound to, and headers to answer with. */
+export interface TokenBinding {
+  /** The proof key's RFC 7638 thumbprint; undefined: no proof, a Bearer token. */
+  readonly jkt: string | undefined;
+  readonly headers: Readonly<Record<string, string>>;
+}
+
+/** Binds token requests to the keys of their proofs, for one configuration. */
+export interface TokenDpop {
+  /** The binding of `clientId`'s request on `ctx` at `nowMs`, or the answer refusing it. */
+  bind(ctx: RequestContext, clientId: string, nowMs: number): Promise<TokenBinding | Reply>;
+}
+
+const BEARER: TokenBinding = { jkt: undefined, headers: {} };
+
+/** A client with `dpop: required` asked without a proof. */
+export const PROOF_REQUIRED = "this client must send a DPoP proof";
+
+/** A key whose share of held proof ids is full. */
+export const KEY_FULL = `the DPoP proof's key has signed too many proofs within the accepted window (at most ${MAX_PROOFS_PER_KEY}); use it again once older proofs have left the window`;
+
+const REFUSALS = Object.fromEntries(
+  Object.entries(PROOF_RULES).map(([rule, words]) => [
+    rule,
+    oauthError(400, "invalid_dpop_proof", words),
+  ]),
+) as Record<ProofRule, Reply>;
+
+const REQUIRED = oauthError(400, "invalid_dpop_proof", PROOF_REQUIRED);
+const FULL = oauthError(400, "invalid_dpop_proof", KEY_FULL);
+// Redis holds the used proof ids and cannot be reached under `on_outage: closed`.
+const PROOFS_UNAVAILABLE = retryShortly("used DPoP proofs cannot be checked now");
+
+/**
+ * Token-endpoint DPoP for `settings`, its proofs' ids held in `marks`. One verifier per
+ * configuration: its cache of proof keys is forgotten with it.
+ */
+export function createTokenDpop(
+  settings: TokenSettings,
+  marks: TokenMarks,
+  services: Services,
+): TokenDpop {
+  const { dpop } = settings;
+  const verifier = createProofVerifier(dpop);
+  // The token endpoint's URL as the RFC 8414 document publishes it; else the request's own.
+  const origin = publishedIssuer(settings)?.origin;
+  // RFC 9449 §8.2: a new nonce may be given in any answer; the client keeps the latest.
+  const nonceHeaders = (nowMs: number): Record<string, string> =>
+    dpop.nonces === undefined ? {} : { "dpop-nonce": dpop.nonces.current(nowMs) };
+
+  const refuse = (ctx: RequestContext, clientId: string, reason: string, reply: Reply): Reply => {
+    services.log.info({ requestId: ctx.requestId, clientId, reason }, "DPoP proof refused");
+    return reply;
+  };
+
+  const rejected = (ctx: RequestContext, clientId: string, error: unknown, nowMs: number) => {
+    if (!(error instanceof ProofRejected)) throw error;
+    // RFC 9449 §8: the nonce to use comes with the refusal.
+    const reply =
+      error.reason === "nonce"
+        ? oauthError(400, "use_dpop_nonce", PROOF_RULES.nonce, nonceHeaders(nowMs))
+        : REFUSALS[error.reason];
+    return refuse(ctx, clientId, error.reason, reply);
+  };
+
+  return {
+    async bind(ctx, clientId, nowMs) {
+      // Node joins repeated headers it does not know, so the lines are counted as sent.
+      const lines = fieldLines(ctx.req.rawHeaders, "dpop");
+      if (lines === 0) {
+        return dpop.requiredClients.has(clientId)
+          ? refuse(ctx, clientId, "required", REQUIRED)
+          : BEARER;
+      }
+      if (lines > 1) return refuse(ctx, clientId, "header", REFUSALS.header);
+      const check = { method: "POST", url: expectedHtu(origin, ctx, settings.path) };
+      let proof;
+      try {
+        proof = await verifier.verify(ctx.req.headers.dpop as string, check, nowMs);
+      } catch (error) {
+        return rejected(ctx, clientId, error, nowMs);
+      }
+      // Asked last: only a proof that passed everything else is held.
+      const use = await marks.firstProof(proof.jkt, proof.jti, proof.untilMs, nowMs);
+      if (use === "replayed") return refuse(ctx, clientId, "replay", REFUSALS.replay);
+      if (use === "full") return refuse(ctx, clientId, "key_full", FULL);
+      if (use === "unavailable") return PROOFS_UNAVAILABLE;
+      return { jkt: proof.jkt, headers: nonceHeaders(nowMs) };
+    },
+  };
+}

@@ -1,0 +1,176 @@
+/**
+ * One WebSocket connection, once the upstream's 101 has reached the client: its bytes pass both
+ * ways untouched, each way with backpressure (a side that does not read stops the other from
+ * being read), until one side closes, it is idle for too long, or gatehouse closes it (its token
+ * ended, shutdown). gatehouse's own close frames (RFC 6455 §5.5.1) go in between two frames, never
+ * inside one: a direction in the middle of a frame is relayed until that frame ends.
+ */
+import type { Duplex } from "node:stream";
+import type { Clock, Timer } from "../clock.js";
+import type { ConnectionEnd } from "../core/context.js";
+import { closeFrame, FrameCursor } from "./frames.js";
+
+/** Why a connection ended. */
+export type CloseReason =
+  "close_frame" | "connection_closed" | "idle" | "token_expired" | "revoked" | "shutdown";
+
+/** What a connection did, when it ends. */
+export interface RelayEnd extends ConnectionEnd {
+  readonly reason: CloseReason;
+}
+
+/** What a relay is made with. */
+export interface RelayOptions {
+  readonly clock: Clock;
+  /** No frame either way for this long: closed with 1001. */
+  readonly idleMs: number;
+  /** Bytes passed, each time some do. */
+  readonly counted: (direction: "in" | "out", bytes: number) => void;
+  readonly ended: (end: RelayEnd) => void;
+}
+
+/** How long the peers get to finish their frames and close once gatehouse has begun to close. */
+export const CLOSING_MS = 5_000;
+
+/** One direction: a source whose bytes go to a sink, and where they stand among frames. */
+interface Direction {
+  readonly from: Duplex;
+  readonly to: Duplex;
+  readonly cursor: FrameCursor;
+  /** Frames from the client are masked; so must gatehouse's be, toward the upstream. */
+  readonly masked: boolean;
+  readonly name: "in" | "out";
+  /** gatehouse's close frame has gone this way: nothing more is relayed. */
+  done: boolean;
+}
+
+export class Relay {
+  private readonly in: Direction;
+  private readonly out: Direction;
+  private bytesIn = 0;
+  private bytesOut = 0;
+  private lastActive: number;
+  private idleTimer: Timer;
+  private closing: { code: number; words: string } | undefined;
+  private closingTimer: Timer | undefined;
+  private end: { closedBy: RelayEnd["closedBy"]; reason: CloseReason } | undefined;
+  private finished = false;
+
+  constructor(
+    private readonly client: Duplex,
+    private readonly upstream: Duplex,
+    private readonly options: RelayOptions,
+  ) {
+    this.in = {
+      from: client,
+      to: upstream,
+      cursor: new FrameCursor(),
+      masked: true,
+      name: "in",
+      done: false,
+    };
+    this.out = {
+      from: upstream,
+      to: client,
+      cursor: new FrameCursor(),
+      masked: false,
+      name: "out",
+      done: false,
+    };
+    this.lastActive = options.clock.monotonic();
+    this.idleTimer = options.clock.after(options.idleMs, () => this.checkIdle());
+    for (const direction of [this.in, this.out]) this.relay(direction);
+  }
+
+  /** Closes the connection with `code` (1008, 1001) and `words`, to both sides. */
+  close(code: number, reason: CloseReason, words: string): void {
+    if (this.closing !== undefined || this.finished) return;
+    this.end ??= { closedBy: "gatehouse", reason };
+    this.closing = { code, words };
+    this.closingTimer = this.options.clock.after(CLOSING_MS, () => this.destroy());
+    for (const direction of [this.in, this.out]) {
+      if (direction.cursor.atBoundary) this.sendClose(direction);
+    }
+  }
+
+  private relay(direction: Direction): void {
+    const { from, to } = direction;
+    from.on("data", (chunk: Buffer) => this.passed(direction, chunk));
+    // A side that ends its half ends the other side's too; the relay is over when both are gone.
+    from.on("end", () => {
+      this.ended(direction, "connection_closed");
+      if (!direction.done) to.end();
+    });
+    from.on("error", () => {
+      this.ended(direction, "connection_closed");
+      this.destroy();
+    });
+    from.on("close", () => {
+      this.ended(direction, "connection_closed");
+      // The other side has what was written to it, and CLOSING_MS to go too.
+      if (this.client.destroyed && this.upstream.destroyed) this.destroy();
+      else if (!to.destroyed) to.end();
+      this.closingTimer ??= this.options.clock.after(CLOSING_MS, () => this.destroy());
+    });
+  }
+
+  private passed(direction: Direction, chunk: Buffer): void {
+    if (direction.done) return;
+    this.lastActive = this.options.clock.monotonic();
+    let bytes = chunk;
+    if (this.closing !== undefined) {
+      // Only the rest of the frame under way goes on; then gatehouse's close frame.
+      const cut = direction.cursor.advance(chunk, 0, false);
+      if (cut !== -1) bytes = chunk.subarray(0, cut);
+    } else {
+      direction.cursor.advance(chunk);
+      if (direction.cursor.closeSent) this.ended(direction, "close_frame");
+    }
+    this.count(direction, bytes.length);
+    const { from, to } = direction;
+    if (bytes.length > 0 && !to.write(bytes) && !from.isPaused()) {
+      from.pause();
+      to.once("drain", () => from.resume());
+    }
+    if (this.closing !== undefined && direction.cursor.atBoundary) this.sendClose(direction);
+  }
+
+  private count(direction: Direction, bytes: number): void {
+    if (direction.name === "in") this.bytesIn += bytes;
+    else this.bytesOut += bytes;
+    this.options.counted(direction.name, bytes);
+  }
+
+  private sendClose(direction: Direction): void {
+    const { closing } = this;
+    if (closing === undefined || direction.done) return;
+    direction.done = true;
+    direction.to.end(closeFrame(closing.code, closing.words, direction.masked));
+  }
+
+  // The first side to close says who closed the connection, and how.
+  private ended(direction: Direction, reason: CloseReason): void {
+    this.end ??= { closedBy: direction.name === "in" ? "client" : "upstream", reason };
+  }
+
+  private checkIdle(): void {
+    if (this.finished || this.closing !== undefined) return;
+    const quiet = this.options.clock.monotonic() - this.lastActive;
+    if (quiet >= this.options.idleMs) {
+      this.close(1001, "idle", "no frame within the idle timeout");
+      return;
+    }
+    this.idleTimer = this.options.clock.after(this.options.idleMs - quiet, () => this.checkIdle());
+  }
+
+  private destroy(): void {
+    if (this.finished) return;
+    this.finished = true;
+    this.idleTimer.cancel();
+    this.closingTimer?.cancel();
+    this.client.destroy();
+    this.upstream.destroy();
+    const end = this.end ?? { closedBy: "gatehouse", reason: "connection_closed" };
+    this.options.ended({ bytesIn: this.bytesIn, bytesOut: this.bytesOut, ...end });
+  }
+}

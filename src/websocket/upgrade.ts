@@ -1,0 +1,97 @@
+/**
+ * A WebSocket handshake (RFC 6455 §4) on a `websocket: true` route: it went through every stage
+ * as a request; the upstream's 101 is relayed to the client with the upstream's `Sec-WebSocket-*`
+ * fields and gatehouse's own headers, and from then on the two connections are one relay.
+ */
+import type { IncomingHttpHeaders, IncomingMessage } from "node:http";
+import { canonicalTarget } from "../http/path.js";
+import type { RouteTable } from "../routes/table.js";
+import type { Duplex } from "node:stream";
+import type { RequestContext, Upgrade } from "../core/context.js";
+import type { Services } from "../core/services.js";
+import { RESPONSE_HOP_BY_HOP } from "../upstream/hop-by-hop.js";
+import type { OpenConnections } from "./open-connections.js";
+import { Relay } from "./relay.js";
+
+const DROPPED: ReadonlySet<string> = new Set(RESPONSE_HOP_BY_HOP);
+
+/** Whether a request is a WebSocket handshake (RFC 6455 §4.1): a GET asking for websocket. */
+export function isWebSocketHandshake(method: string | undefined, upgrade: unknown): boolean {
+  if (method !== "GET" || typeof upgrade !== "string") return false;
+  // RFC 9110 §7.8: a list of protocols, compared without case.
+  return upgrade.split(",").some((protocol) => protocol.trim().toLowerCase() === "websocket");
+}
+
+/**
+ * Whether a request the HTTP server handed over for its Upgrade field is a WebSocket handshake
+ * on a `websocket: true` route of `routes`; any other is served as plain HTTP.
+ */
+export function opensWebSocket(routes: RouteTable, req: IncomingMessage): boolean {
+  if (!isWebSocketHandshake(req.method, req.headers.upgrade)) return false;
+  const target = canonicalTarget(req.url ?? "");
+  if (typeof target === "string") return false;
+  const match = routes.match("GET", target.path);
+  return match.kind === "route" && match.route.websocket;
+}
+
+// The 101's head: the upstream's end-to-end fields (Sec-WebSocket-Accept, -Protocol,
+// -Extensions among them), then gatehouse's own, such as X-Request-Id and the limits' headers.
+function switchingHead(ctx: RequestContext, fields: IncomingHttpHeaders): string {
+  let head = "HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: Upgrade\r\n";
+  for (const [name, value] of Object.entries(fields)) {
+    if (value === undefined || DROPPED.has(name) || name in ctx.responseHeaders) continue;
+    for (const line of Array.isArray(value) ? value : [value]) head += `${name}: ${line}\r\n`;
+  }
+  for (const [name, value] of Object.entries(ctx.responseHeaders)) head += `${name}: ${value}\r\n`;
+  return `${head}\r\n`;
+}
+
+/** What a relay needs of the process: its services, settings and open connections. */
+export interface RelayDeps {
+  readonly services: Services;
+  readonly idleMs: number;
+  readonly open: OpenConnections;
+  /** Whether the connection's token is revoked now (gatehouse's own tokens only). */
+  readonly revoked: (
+    ctx: RequestContext,
+  ) => ((nowMs: number) => boolean | Promise<boolean | "unavailable">) | undefined;
+}
+
+/** The upstream switched protocols: the 101 goes to the client and the relay starts. */
+export function switchProtocols(
+  ctx: RequestContext,
+  fields: IncomingHttpHeaders,
+  upstream: Duplex,
+  deps: RelayDeps,
+): void {
+  const upgrade = ctx.upgrade as Upgrade;
+  const { socket } = upgrade;
+  const { metrics, clock } = deps.services;
+  const route = ctx.route?.pattern ?? "-";
+  socket.write(switchingHead(ctx, fields), "latin1");
+  if (upgrade.head.length > 0) upstream.write(upgrade.head);
+  metrics.websocketConnections.inc({ route });
+  const bytes = {
+    in: metrics.websocketBytes.labels({ route, direction: "in" }),
+    out: metrics.websocketBytes.labels({ route, direction: "out" }),
+  };
+  const relay = new Relay(socket, upstream, {
+    clock,
+    idleMs: deps.idleMs,
+    counted: (direction, count) => bytes[direction].inc(count),
+    ended: (end) => {
+      deps.open.remove(connection);
+      metrics.websocketConnections.dec({ route });
+      metrics.websocketCloses.inc({ route, closed_by: end.closedBy, reason: end.reason });
+      upgrade.end = end;
+      upgrade.finished();
+    },
+  });
+  upgrade.relaying = true;
+  const connection = {
+    relay,
+    untilMs: ctx.token?.untilMs ?? Number.POSITIVE_INFINITY,
+    revoked: deps.revoked(ctx),
+  };
+  deps.open.add(connection);
+}

@@ -4,9 +4,12 @@
  */
 import { spawn } from "node:child_process";
 import { createRequire } from "node:module";
+import { fileURLToPath } from "node:url";
+import type { DpopJob } from "./dpop-load.js";
 import { pinned } from "./pin.js";
 
 const AUTOCANNON = createRequire(import.meta.url).resolve("autocannon/autocannon.js");
+const DPOP_LOAD = fileURLToPath(new URL("./dpop-load.js", import.meta.url));
 
 /** The load applied to every target alike. */
 export interface LoadOptions {
@@ -48,14 +51,21 @@ export interface LoadRequest {
 
 /**
  * Sends `request` (GET by default) to `url` with `headers` for the configured time and returns
- * autocannon's figures.
+ * autocannon's figures. With `keysFile` (dpop-load.ts), each GET also carries a DPoP-bound token
+ * and a proof made for it alone.
  */
 export function runLoad(
   url: string,
   headers: Readonly<Record<string, string>>,
   options: LoadOptions,
   request?: LoadRequest,
+  keysFile?: string,
 ): Promise<LoadResult> {
+  if (keysFile !== undefined) {
+    const { connections, durationS, rate } = options;
+    const job: DpopJob = { url, headers, connections, durationS, rate, keysFile };
+    return runAutocannon([DPOP_LOAD, JSON.stringify(job)], options.cores);
+  }
   const args = [
     AUTOCANNON,
     "--json",
@@ -69,8 +79,13 @@ export function runLoad(
   for (const [name, value] of Object.entries(headers)) args.push("--headers", `${name}=${value}`);
   if (request !== undefined) args.push("--method", request.method, "--body", request.body);
   args.push(url);
+  return runAutocannon(args, options.cores);
+}
+
+// Runs node with `args` on `cores` and reads autocannon's JSON result from the last line.
+function runAutocannon(args: string[], cores: string | null): Promise<LoadResult> {
   return new Promise((resolve, reject) => {
-    const [command, commandArgs] = pinned(options.cores, process.execPath, args);
+    const [command, commandArgs] = pinned(cores, process.execPath, args);
     const child = spawn(command, commandArgs, { stdio: ["ignore", "pipe", "pipe"] });
     let stdout = "";
     let stderr = "";

@@ -25,6 +25,7 @@ import type { Shared } from "./shared.js";
 import { prepareTracing } from "./tracing.js";
 import { prepareTrustedProxies } from "./trusted-proxies.js";
 import { prepareProvider } from "./provider.js";
+import { prepareDpop } from "./dpop.js";
 
 /** Two targets measured in paired rounds; the candidate's CPU per request over the baseline's. */
 export interface SideBySide {
@@ -127,6 +128,15 @@ export const SCENARIOS: readonly Entry[] = [
     goal: 1.05,
     versus: "own token",
     prepare: prepareProvider,
+  },
+  {
+    kind: "side-by-side",
+    name: "dpop",
+    description:
+      "the full request with a DPoP-bound token and a fresh ES256 proof; reference: Bearer",
+    goal: 1.5,
+    versus: "Bearer",
+    prepare: prepareDpop,
   },
   {
     kind: "side-by-side",

@@ -143,7 +143,9 @@ async function measureTogether(
   for (const { served } of targets) served.assertAlive();
   const before = targets.map(({ served }) => processCpuNs(served.pid));
   const results: LoadResult[] = await Promise.all(
-    targets.map(({ target, served }) => runLoad(served.url + target.path, target.headers, load)),
+    targets.map(({ target, served }) =>
+      runLoad(served.url + target.path, target.headers, load, undefined, target.bound?.keysFile),
+    ),
   );
   return targets.map(({ target, served }, i) => {
     served.assertAlive();

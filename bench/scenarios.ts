@@ -4,6 +4,7 @@
  * processes: what each sends, to which two targets.
  */
 import { generateKeyPairSync, randomBytes } from "node:crypto";
+import { dpopHeaders, type BoundKey } from "./dpop-proof.js";
 import type { Served } from "./processes.js";
 import type { Section } from "./report.js";
 import type { Shared } from "./shared.js";
@@ -15,6 +16,15 @@ export interface Target {
   /** Path and query. */
   readonly path: string;
   readonly headers: Readonly<Record<string, string>>;
+  /** Set when every request carries a DPoP-bound token and a proof made for it alone. */
+  readonly bound?: BoundRequests;
+}
+
+/** The keys a target's requests sign their DPoP proofs with, and the tokens bound to them. */
+export interface BoundRequests {
+  readonly keys: readonly BoundKey[];
+  /** The same, as JSON (`{ "keys": [...] }`), for the load generator (dpop-load.ts). */
+  readonly keysFile: string;
 }
 
 /** The process that serves `target` in round `round`. */
@@ -66,7 +76,8 @@ const LANGUAGE_QUERY = "translation_language=FR,de";
 const LANGUAGE_HEADERS = { "accept-language": "fr-CA,fr;q=0.9,en;q=0.5" };
 /** The client without a plan; its secret is `Secrets.bearer`. */
 export const BEARER_CLIENT = "bench-bearer";
-const LIMITED_CLIENT = "bench-limited";
+/** The client whose plan counts the full request; its secret is `Secrets.limited`. */
+export const LIMITED_CLIENT = "bench-limited";
 // High enough that no run is ever refused: the full scenario measures counting, not refusing.
 const NEVER_REACHED = 1_000_000_000_000;
 
@@ -166,7 +177,9 @@ ${variant.limits ?? "  store: memory\n"}${variant.more ?? ""}`;
 /** Throws, with what was answered, unless every process of `target` answers its request with 200. */
 export async function assertAnswered(target: Target): Promise<void> {
   for (const served of target.served) {
-    const response = await fetch(served.url + target.path, { headers: target.headers });
+    const url = served.url + target.path;
+    const proof = target.bound === undefined ? {} : dpopHeaders(target.bound.keys, url)();
+    const response = await fetch(url, { headers: { ...target.headers, ...proof } });
     const body = await response.text();
     if (response.status !== 200) {
       throw new Error(
@@ -176,22 +189,37 @@ export async function assertAnswered(target: Target): Promise<void> {
   }
 }
 
+/** The fields of a token response (RFC 6749 §5.1) the bench reads. */
+export interface TokenResponse {
+  readonly access_token: string;
+  readonly token_type?: unknown;
+}
+
 // RFC 6749 §4.4 client-credentials grant, the client authenticated with HTTP Basic (§2.3.1).
-/** A token for `id`, obtained from `gatehouse` with HTTP Basic. */
-export async function fetchToken(gatehouse: Served, id: string, secret: string): Promise<string> {
+/** The token response for `id`, obtained from `gatehouse` with HTTP Basic and `headers`. */
+export async function tokenResponse(
+  gatehouse: Served,
+  id: string,
+  secret: string,
+  headers: Readonly<Record<string, string>> = {},
+): Promise<TokenResponse> {
   const basic = Buffer.from(`${encodeURIComponent(id)}:${encodeURIComponent(secret)}`);
   const response = await fetch(gatehouse.url + TOKEN_PATH, {
     method: "POST",
-    headers: { authorization: `Basic ${basic.toString("base64")}` },
+    headers: { ...headers, authorization: `Basic ${basic.toString("base64")}` },
     body: new URLSearchParams({ grant_type: "client_credentials" }),
   });
   const text = await response.text();
-  const token =
-    response.status === 200 ? (JSON.parse(text) as { access_token?: unknown }).access_token : null;
-  if (typeof token !== "string") {
+  const body = response.status === 200 ? (JSON.parse(text) as Partial<TokenResponse>) : {};
+  if (typeof body.access_token !== "string") {
     throw new Error(`POST ${TOKEN_PATH} answered ${response.status} ${text.slice(0, 120)}`);
   }
-  return token;
+  return body as TokenResponse;
+}
+
+/** A token for `id`, obtained from `gatehouse` with HTTP Basic. */
+export async function fetchToken(gatehouse: Served, id: string, secret: string): Promise<string> {
+  return (await tokenResponse(gatehouse, id, secret)).access_token;
 }
 
 function authorization(token: string): Record<string, string> {

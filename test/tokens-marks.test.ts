@@ -4,7 +4,8 @@
  * forgetting one, and an id's place is given back when it ends.
  */
 import t from "tap";
-import { createLocalMarks, createTokenMarks } from "../src/tokens/marks.js";
+import { createLocalMarks, createTokenMarks, MAX_PROOFS_PER_KEY } from "../src/tokens/marks.js";
+import { PROOF_RULES } from "../src/tokens/dpop-proof.js";
 import { manualClock } from "./helpers/clock.js";
 
 const HOUR = 3_600_000;
@@ -75,4 +76,8 @@ t.test("an id added again after it ended, before the sweep, is counted once", as
   t.equal(await marks.revoke("app", "a", ended + 5000, ended), "revoked");
   clock.advance(7000);
   t.equal(await marks.revoke("app", "b", now() + 1000, now()), "revoked", "its place came back");
+});
+
+t.test("a full key's refusal names the number of proof ids a key holds", async (t) => {
+  t.match(PROOF_RULES.full, `(at most ${MAX_PROOFS_PER_KEY})`);
 });

@@ -10,7 +10,7 @@ import { fieldLines } from "../http/field-lines.js";
 import { oauthError, retryShortly } from "./authenticate-client.js";
 import { createProofVerifier, PROOF_RULES, ProofRejected, type ProofRule } from "./dpop-proof.js";
 import { expectedHtu } from "./dpop-url.js";
-import { MAX_PROOFS_PER_KEY, type TokenMarks } from "./marks.js";
+import type { TokenMarks } from "./marks.js";
 import { publishedIssuer } from "./metadata.js";
 import type { TokenSettings } from "./settings.js";
 
@@ -32,9 +32,6 @@ const BEARER: TokenBinding = { jkt: undefined, headers: {} };
 /** A client with `dpop: required` asked without a proof. */
 export const PROOF_REQUIRED = "this client must send a DPoP proof";
 
-/** A key whose share of held proof ids is full. */
-export const KEY_FULL = `the DPoP proof's key has signed too many proofs within the accepted window (at most ${MAX_PROOFS_PER_KEY}); use it again once older proofs have left the window`;
-
 const REFUSALS = Object.fromEntries(
   Object.entries(PROOF_RULES).map(([rule, words]) => [
     rule,
@@ -43,7 +40,6 @@ const REFUSALS = Object.fromEntries(
 ) as Record<ProofRule, Reply>;
 
 const REQUIRED = oauthError(400, "invalid_dpop_proof", PROOF_REQUIRED);
-const FULL = oauthError(400, "invalid_dpop_proof", KEY_FULL);
 // Redis holds the used proof ids and cannot be reached under `on_outage: closed`.
 const PROOFS_UNAVAILABLE = retryShortly("used DPoP proofs cannot be checked now");
 
@@ -99,7 +95,7 @@ export function createTokenDpop(
       // Asked last: only a proof that passed everything else is held.
       const use = await marks.firstProof(proof.jkt, proof.jti, proof.untilMs, nowMs);
       if (use === "replayed") return refuse(ctx, clientId, "replay", REFUSALS.replay);
-      if (use === "full") return refuse(ctx, clientId, "key_full", FULL);
+      if (use === "full") return refuse(ctx, clientId, "key_full", REFUSALS.full);
       if (use === "unavailable") return PROOFS_UNAVAILABLE;
       return { jkt: proof.jkt, headers: nonceHeaders(nowMs) };
     },

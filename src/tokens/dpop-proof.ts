@@ -31,7 +31,7 @@ export const PROOF_RULES = {
   iat: "the DPoP proof's iat is outside the accepted window",
   ath: "the DPoP proof's ath is not the hash of this access token",
   key: "the DPoP proof's key is not the one the token is bound to",
-  full: "the DPoP proof's key has signed more proofs within the window than are held",
+  full: "the DPoP proof's key has signed too many proofs within the accepted window (at most 100000); use it again once older proofs have left the window",
   replay: "the DPoP proof has been used before",
   nonce: "the DPoP proof needs the nonce given in DPoP-Nonce",
 } as const;

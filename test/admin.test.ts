@@ -76,6 +76,7 @@ t.test("GET /config shows the config in force with its defaults", async (t) => {
       scopes: [],
       default_scopes: [],
       resources: ["upstream"],
+      dpop: "optional",
     },
     {
       id: "env-app",
@@ -85,6 +86,7 @@ t.test("GET /config shows the config in force with its defaults", async (t) => {
       scopes: [],
       default_scopes: [],
       resources: ["upstream"],
+      dpop: "optional",
     },
   ]);
   t.equal(config.tokens.signing.key_file, "signing.pem", "the key's path, not the key");
@@ -139,6 +141,8 @@ t.test("GET /config shows every key of the schema, computed defaults as computed
     auth: "bearer",
     scopes: null,
     scopes_any: null,
+    dpop: "optional",
+    websocket: false,
   });
   t.strictSame(config.plans, {});
 });
@@ -172,6 +176,7 @@ plans:
     rate_limit: { limit: 5, window: "1m" },
     rate_limits: null,
     quota: null,
+    connections: null,
   });
   t.equal(config.limits.redis.url, "redis://127.0.0.1:6379");
 });

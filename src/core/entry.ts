@@ -98,6 +98,9 @@ export function createEntry(
   const handleUpgrade = (req: IncomingMessage, socket: Socket, head: Buffer): void => {
     // A refusal, or an answer other than 101, is written as a response on the socket, then the
     // connection closes: no HTTP parser reads it any more.
+    // The HTTP server's keep-alive timer may still run from the answer before; a connection that
+    // becomes a WebSocket has deadlines of its own.
+    socket.setTimeout(0);
     const res = new ServerResponse(req);
     res.shouldKeepAlive = false;
     res.assignSocket(socket);

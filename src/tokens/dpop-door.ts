@@ -4,14 +4,8 @@
  * hash), never seen before.
  */
 import type { Reply, RequestContext } from "../core/context.js";
-import { fieldLines } from "../http/field-lines.js";
 import { invalidProofAnswers, nonceAnswer } from "./bearer-answers.js";
-import {
-  createProofVerifier,
-  ProofRejected,
-  type CheckedProof,
-  type ProofRule,
-} from "./dpop-proof.js";
+import { createProofVerifier, useProof } from "./dpop-proof.js";
 import { expectedHtu, sentPath } from "./dpop-url.js";
 import type { TokenMarks } from "./marks.js";
 import { variantOf, type Challenges } from "./metadata.js";
@@ -57,37 +51,25 @@ export function createDoorProofs(
 
   return async (ctx, accessToken, jkt, nowMs) => {
     const variant = variantOf(ctx.route?.dpopRequired === true, true);
-    // A nonce is no fault: the client is told the current one and tries again.
-    const refusal = (rule: ProofRule, counts = true): ProofRefusal => ({
-      rule: `dpop_${rule}`,
-      reply: answers[variant][rule],
-      counts,
-    });
     const { req } = ctx;
-    // RFC 9449 §4.3 item 1: exactly one DPoP field line (Node would join several into one).
-    if (fieldLines(req.rawHeaders, "dpop") !== 1) return refusal("header");
     const check = {
       method: req.method as string,
       url: expectedHtu(origin, ctx, sentPath(ctx)),
       accessToken,
       jkt,
     };
-    let proof: CheckedProof;
-    try {
-      proof = await verifier.verify(req.headers.dpop as string, check, nowMs);
-    } catch (error) {
-      if (!(error instanceof ProofRejected)) throw error;
-      if (error.reason !== "nonce" || nonces === undefined) return refusal(error.reason);
+    const use = await useProof(verifier, marks.firstProof, req.rawHeaders, check, nowMs);
+    if (use === "unavailable") return use;
+    if (typeof use === "object") return undefined;
+    // A nonce is no fault: the client is told the current one and tries again. A full key is
+    // its own client's doing, not a forgery.
+    if (use === "nonce" && nonces !== undefined) {
       return {
         rule: "dpop_nonce",
         reply: nonceAnswer(challenges, variant, nonces.current(nowMs)),
         counts: false,
       };
     }
-    // Held last, so only a proof that passed everything else is held.
-    const use = await marks.firstProof(proof.jkt, proof.jti, proof.untilMs, nowMs);
-    if (use === "first") return undefined;
-    if (use === "unavailable") return "unavailable";
-    return use === "replayed" ? refusal("replay") : refusal("full", false);
+    return { rule: `dpop_${use}`, reply: answers[variant][use], counts: use !== "full" };
   };
 }

@@ -6,9 +6,8 @@
  */
 import type { Reply, RequestContext } from "../core/context.js";
 import type { Services } from "../core/services.js";
-import { fieldLines } from "../http/field-lines.js";
 import { oauthError, retryShortly } from "./authenticate-client.js";
-import { createProofVerifier, PROOF_RULES, ProofRejected, type ProofRule } from "./dpop-proof.js";
+import { createProofVerifier, PROOF_RULES, useProof, type ProofRule } from "./dpop-proof.js";
 import { expectedHtu } from "./dpop-url.js";
 import type { TokenMarks } from "./marks.js";
 import { publishedIssuer } from "./metadata.js";
@@ -65,39 +64,23 @@ export function createTokenDpop(
     return reply;
   };
 
-  const rejected = (ctx: RequestContext, clientId: string, error: unknown, nowMs: number) => {
-    if (!(error instanceof ProofRejected)) throw error;
-    // RFC 9449 §8: the nonce to use comes with the refusal.
-    const reply =
-      error.reason === "nonce"
-        ? oauthError(400, "use_dpop_nonce", PROOF_RULES.nonce, nonceHeaders(nowMs))
-        : REFUSALS[error.reason];
-    return refuse(ctx, clientId, error.reason, reply);
-  };
-
   return {
     async bind(ctx, clientId, nowMs) {
-      // Node joins repeated headers it does not know, so the lines are counted as sent.
-      const lines = fieldLines(ctx.req.rawHeaders, "dpop");
-      if (lines === 0) {
+      if (ctx.req.headers.dpop === undefined) {
         return dpop.requiredClients.has(clientId)
           ? refuse(ctx, clientId, "required", REQUIRED)
           : BEARER;
       }
-      if (lines > 1) return refuse(ctx, clientId, "header", REFUSALS.header);
       const check = { method: "POST", url: expectedHtu(origin, ctx, settings.path) };
-      let proof;
-      try {
-        proof = await verifier.verify(ctx.req.headers.dpop as string, check, nowMs);
-      } catch (error) {
-        return rejected(ctx, clientId, error, nowMs);
-      }
-      // Asked last: only a proof that passed everything else is held.
-      const use = await marks.firstProof(proof.jkt, proof.jti, proof.untilMs, nowMs);
-      if (use === "replayed") return refuse(ctx, clientId, "replay", REFUSALS.replay);
-      if (use === "full") return refuse(ctx, clientId, "key_full", REFUSALS.full);
+      const use = await useProof(verifier, marks.firstProof, ctx.req.rawHeaders, check, nowMs);
       if (use === "unavailable") return PROOFS_UNAVAILABLE;
-      return { jkt: proof.jkt, headers: nonceHeaders(nowMs) };
+      if (typeof use === "object") return { jkt: use.jkt, headers: nonceHeaders(nowMs) };
+      // RFC 9449 §8: the nonce to use comes with the refusal.
+      const reply =
+        use === "nonce"
+          ? oauthError(400, "use_dpop_nonce", PROOF_RULES.nonce, nonceHeaders(nowMs))
+          : REFUSALS[use];
+      return refuse(ctx, clientId, use, reply);
     },
   };
 }

@@ -252,3 +252,46 @@ export function createProofVerifier(
     },
   };
 }
+
+/** What checking a request's one proof came to: the proof, the rule it broke, or a store down. */
+export type ProofUse = CheckedProof | ProofRule | "unavailable";
+
+/** Where a proof's `jti` is held once it passed: "first" when it was not held before. */
+export type FirstProof = (
+  jkt: string,
+  jti: string,
+  untilMs: number,
+  nowMs: number,
+) => Promise<"first" | "replayed" | "full" | "unavailable">;
+
+/**
+ * Checks the one proof a request's `DPoP` field lines hold (RFC 9449 §4.3 item 1: exactly one;
+ * Node would join several into one value, so the lines are counted as sent), then holds its
+ * `jti` with `firstProof`: last, so that only a proof that passed everything else is held.
+ */
+export async function useProof(
+  verifier: ProofVerifier,
+  firstProof: FirstProof,
+  rawHeaders: readonly string[],
+  check: ProofCheck,
+  nowMs: number,
+): Promise<ProofUse> {
+  let proof: string | undefined;
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    if ((rawHeaders[i] as string).toLowerCase() !== "dpop") continue;
+    if (proof !== undefined) return "header";
+    proof = rawHeaders[i + 1] as string;
+  }
+  if (proof === undefined) return "header";
+  let checked: CheckedProof;
+  try {
+    checked = await verifier.verify(proof, check, nowMs);
+  } catch (error) {
+    if (error instanceof ProofRejected) return error.reason;
+    throw error;
+  }
+  const use = await firstProof(checked.jkt, checked.jti, checked.untilMs, nowMs);
+  if (use === "first") return checked;
+  if (use === "unavailable") return "unavailable";
+  return use === "replayed" ? "replay" : "full";
+}

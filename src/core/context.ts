@@ -58,6 +58,8 @@ export interface Upgrade {
   readonly socket: Socket;
   /** Bytes the client sent after the handshake, before the answer. */
   readonly head: Buffer;
+  /** The connection's slot among its client's `connections`, given back when it ends. */
+  lease: { release(): void } | undefined;
   /** The upstream's 101 went through: the connection is relayed until `end`. */
   relaying: boolean;
   /** What the connection did, once it ended. */

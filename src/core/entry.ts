@@ -34,6 +34,34 @@ export interface Entry {
 }
 
 /**
+ * The entry of a WebSocket handshake: a refusal, or an answer other than 101, is written as a
+ * response on the socket, then the connection closes, since no HTTP parser reads it any more.
+ */
+function upgradeHandler(
+  start: (req: IncomingMessage, res: ServerResponse, upgrade: Upgrade) => RequestContext,
+  complete: (ctx: RequestContext) => void,
+): Entry["handleUpgrade"] {
+  return (req, socket, head) => {
+    // The HTTP server's keep-alive timer may still run from the answer before; a connection that
+    // becomes a WebSocket has deadlines of its own.
+    socket.setTimeout(0);
+    const res = new ServerResponse(req);
+    res.shouldKeepAlive = false;
+    res.assignSocket(socket);
+    res.on("finish", () => socket.end());
+    const upgrade: Upgrade = {
+      socket,
+      head,
+      lease: undefined,
+      relaying: false,
+      end: undefined,
+      finished: () => complete(ctx),
+    };
+    const ctx = start(req, res, upgrade);
+  };
+}
+
+/**
  * Creates the entry; `stages` gives the stages of the config in force, `spans` its span recorder
  * (undefined while tracing exports nothing).
  */
@@ -48,6 +76,7 @@ export function createEntry(
   let drained: (() => void) | undefined;
   const complete = (ctx: RequestContext): void => {
     inFlight--;
+    ctx.upgrade?.lease?.release();
     accessLog(ctx, access, metrics, clock, spans());
     if (inFlight === 0) drained?.();
   };
@@ -95,25 +124,7 @@ export function createEntry(
   const handle = (req: IncomingMessage, res: ServerResponse): void => {
     start(req, res, undefined);
   };
-  const handleUpgrade = (req: IncomingMessage, socket: Socket, head: Buffer): void => {
-    // A refusal, or an answer other than 101, is written as a response on the socket, then the
-    // connection closes: no HTTP parser reads it any more.
-    // The HTTP server's keep-alive timer may still run from the answer before; a connection that
-    // becomes a WebSocket has deadlines of its own.
-    socket.setTimeout(0);
-    const res = new ServerResponse(req);
-    res.shouldKeepAlive = false;
-    res.assignSocket(socket);
-    res.on("finish", () => socket.end());
-    const upgrade: Upgrade = {
-      socket,
-      head,
-      relaying: false,
-      end: undefined,
-      finished: () => complete(ctx),
-    };
-    const ctx = start(req, res, upgrade);
-  };
+  const handleUpgrade = upgradeHandler(start, complete);
   return {
     handle,
     handleUpgrade,

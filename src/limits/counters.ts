@@ -39,6 +39,23 @@ export interface Counted {
   readonly local?: boolean;
 }
 
+/** A slot held for one open WebSocket connection (connection-slots.ts). */
+export interface SlotLease {
+  /** Gives the slot back; a second call does nothing. */
+  release(): void;
+}
+
+/** What asking for a slot found: one held, none left, or a store that cannot tell. */
+export type SlotOutcome = SlotLease | "full" | "unavailable";
+
+/** The open connections' slots of one store. */
+export interface ConnectionSlots {
+  /** Takes one of the `limit` slots of `subject` at `nowMs` (epoch ms). */
+  acquire(subject: string, limit: number, nowMs: number): Promise<SlotOutcome>;
+  /** Stops renewing the leases held in Redis, which then end within their lifetime. */
+  close(): void;
+}
+
 /** Counts batches for subjects (`client:<id>`, `ip:<address>`): the memory or the Redis store. */
 export interface CounterStore {
   /**
@@ -79,6 +96,8 @@ export interface CounterStore {
   healthy(): boolean;
   /** What every replica sharing the store sees besides counters; only the Redis store has it. */
   readonly shared?: SharedMarks;
+  /** Open WebSocket connections per client, in the store's reach (the process, or Redis's). */
+  readonly slots: ConnectionSlots;
 }
 
 /**

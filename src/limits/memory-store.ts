@@ -6,6 +6,7 @@
  * a little on every count and in bounded steps on an unref'd timer, so their memory is given back
  * (counter-table.ts).
  */
+import { createMemorySlots } from "./connection-slots.js";
 import {
   refuses,
   slotEnd,
@@ -112,6 +113,7 @@ export function createMemoryStore(options: MemoryStoreOptions): MemoryStore {
 
   return {
     healthy: () => true,
+    slots: createMemorySlots(),
     commit(subject, slots, cost, force, nowMs) {
       counters.sweep(nowMs, SWEEP_PER_COUNT);
       const found = look(counters, subject, slots, nowMs);

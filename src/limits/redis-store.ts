@@ -18,6 +18,7 @@ import {
   type SharedMarks,
   type Slot,
 } from "./counters.js";
+import { createRedisSlots } from "./connection-slots.js";
 import { createLocalBlocks } from "./local-blocks.js";
 import { createMemoryStore, type MemoryStore } from "./memory-store.js";
 import type { RedisSettings } from "./plans.js";
@@ -293,6 +294,7 @@ export function createRedisStore(
   const resets = subscribe(connection.client, resetChannel, (subject) => blocks.forget(subject));
 
   const run = batchRunner(script, settings.keyPrefix);
+  const slots = createRedisSlots({ connection, settings, metrics, now, clock });
   // Redis did not answer: the fallback counts under `local`; otherwise the limits stage decides.
   const orFallback = (error: unknown, counting: (store: MemoryStore) => Counted): Counted => {
     if (fallback === undefined) throw error;
@@ -303,6 +305,7 @@ export function createRedisStore(
   return {
     healthy: connection.healthy,
     shared: sharedMarks(connection, settings.keyPrefix, metrics),
+    slots,
     commit(subject, slots, cost, force, nowMs) {
       if (!force) {
         const blocked = blocks.check(subject, slots, cost, nowMs);
@@ -349,6 +352,7 @@ export function createRedisStore(
       await client.publish(resetChannel, subject);
     },
     close() {
+      slots.close();
       fallback?.close();
       blocks.close();
       script.close();

@@ -1,11 +1,18 @@
 import { addressKey } from "../limits/client-key.js";
 import type { Decision } from "../limits/decide.js";
 import { createEnforcer, type PreparedPlan } from "../limits/enforce.js";
-import { renderDecision, type HeaderStyle } from "../limits/headers.js";
+import { renderDecision, tooManyRequests, type HeaderStyle } from "../limits/headers.js";
 import { clientPlan, type LimitsSettings } from "../limits/plans.js";
 import type { CounterStore } from "../limits/counters.js";
 import { createOutage } from "../limits/outage.js";
-import { errorReply, type Outcome, type RequestContext, type Stage } from "../core/context.js";
+import {
+  errorReply,
+  type Outcome,
+  type Reply,
+  type RequestContext,
+  type Stage,
+  type Upgrade,
+} from "../core/context.js";
 import type { Services } from "../core/services.js";
 
 // A Redis outage under `on_outage: closed`: 503, never a 429, which would blame the client.
@@ -15,6 +22,51 @@ const LIMITS_UNAVAILABLE = errorReply(
   "the rate limiter cannot be reached; try again shortly",
   { "retry-after": "1" },
 );
+
+// Over `connections`: no window ends it, a connection closing does; a second is a short wait.
+function tooManyConnections(most: number): Reply {
+  return tooManyRequests(
+    "rate_limited",
+    `the client holds its ${most} open WebSocket connections; close one first`,
+    1,
+    most,
+    "open at once",
+    "connections",
+  );
+}
+
+/**
+ * A WebSocket handshake let through takes one of its client's `connections` slots, held until its
+ * connection ends (core/entry.ts gives it back); none left: 429 with `policy: connections`.
+ */
+function connectionSlots(
+  store: CounterStore,
+  services: Services,
+  unavailable: (ctx: RequestContext, error: unknown) => Outcome,
+) {
+  const slot = (ctx: RequestContext, entry: PreparedPlan, key: string): Promise<Outcome> => {
+    const most = entry.plan.connections as number;
+    return store.slots.acquire(key, most, services.now()).then((taken) => {
+      if (taken === "unavailable") return unavailable(ctx, new Error("slots unavailable"));
+      if (taken === "full") {
+        ctx.decision = "rate_limited";
+        services.metrics.limitRefusals.inc({
+          refusal: "rate_limited",
+          dry_run: "false",
+          plan: entry.plan.name,
+          limit: "connections",
+        });
+        return tooManyConnections(most);
+      }
+      (ctx.upgrade as Upgrade).lease = taken;
+      return undefined;
+    });
+  };
+  return (ctx: RequestContext, entry: PreparedPlan, key: string, outcome: Outcome) =>
+    outcome !== undefined || ctx.upgrade === undefined || entry.plan.connections === undefined
+      ? outcome
+      : slot(ctx, entry, key);
+}
 
 /**
  * Counts the request against its plan (the client's, or for `auth: none` the anonymous plan keyed
@@ -74,6 +126,8 @@ export function createLimitsStage(
     return undefined;
   };
 
+  const withSlot = connectionSlots(store, services, unavailable);
+
   return function limits(ctx) {
     const route = ctx.route;
     if (route === undefined) return undefined;
@@ -90,9 +144,9 @@ export function createLimitsStage(
     const decision = enforcer.check(plan, key, route.cost);
     return decision instanceof Promise
       ? decision.then(
-          (settled) => apply(ctx, plan, settled),
+          (settled) => withSlot(ctx, plan, key, apply(ctx, plan, settled)),
           (error: unknown) => unavailable(ctx, error),
         )
-      : apply(ctx, plan, decision);
+      : withSlot(ctx, plan, key, apply(ctx, plan, decision));
   };
 }

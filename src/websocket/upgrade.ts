@@ -3,7 +3,9 @@
  * as a request; the upstream's 101 is relayed to the client with the upstream's `Sec-WebSocket-*`
  * fields and gatehouse's own headers, and from then on the two connections are one relay.
  */
-import type { IncomingHttpHeaders, IncomingMessage } from "node:http";
+import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders } from "node:http";
+import { finalHeaders } from "../core/respond.js";
+import type { Lifecycle } from "../core/services.js";
 import { canonicalTarget } from "../http/path.js";
 import type { RouteTable } from "../routes/table.js";
 import type { Duplex } from "node:stream";
@@ -34,15 +36,21 @@ export function opensWebSocket(routes: RouteTable, req: IncomingMessage): boolea
   return match.kind === "route" && match.route.websocket;
 }
 
-// The 101's head: the upstream's end-to-end fields (Sec-WebSocket-Accept, -Protocol,
-// -Extensions among them), then gatehouse's own, such as X-Request-Id and the limits' headers.
-function switchingHead(ctx: RequestContext, fields: IncomingHttpHeaders): string {
-  let head = "HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: Upgrade\r\n";
+// The 101's head: the upstream's end-to-end fields (Sec-WebSocket-Accept, -Protocol and
+// -Extensions among them), then gatehouse's own, as on every answer: X-Request-Id, the limits'.
+function switchingHead(ctx: RequestContext, fields: IncomingHttpHeaders, lifecycle: Lifecycle) {
+  const headers: OutgoingHttpHeaders = {};
   for (const [name, value] of Object.entries(fields)) {
-    if (value === undefined || DROPPED.has(name) || name in ctx.responseHeaders) continue;
+    if (value !== undefined && !DROPPED.has(name)) headers[name] = value;
+  }
+  finalHeaders(ctx, headers, lifecycle);
+  // A draining replica's `Connection: close` has no place here: the connection is switching.
+  headers.connection = "Upgrade";
+  headers.upgrade = "websocket";
+  let head = "HTTP/1.1 101 Switching Protocols\r\n";
+  for (const [name, value] of Object.entries(headers)) {
     for (const line of Array.isArray(value) ? value : [value]) head += `${name}: ${line}\r\n`;
   }
-  for (const [name, value] of Object.entries(ctx.responseHeaders)) head += `${name}: ${value}\r\n`;
   return `${head}\r\n`;
 }
 
@@ -68,7 +76,7 @@ export function switchProtocols(
   const { socket } = upgrade;
   const { metrics, clock } = deps.services;
   const route = ctx.route?.pattern ?? "-";
-  socket.write(switchingHead(ctx, fields), "latin1");
+  socket.write(switchingHead(ctx, fields, deps.services.lifecycle), "latin1");
   if (upgrade.head.length > 0) upstream.write(upgrade.head);
   metrics.websocketConnections.inc({ route });
   const bytes = {

@@ -1,0 +1,159 @@
+/**
+ * How a WebSocket connection through gatehouse ends when gatehouse ends it: 1008 when its token
+ * expires or is revoked, 1001 when it is idle or the process shuts down, each close frame written
+ * to both sides; and what stays bounded while a client does not read. Time is the test's own.
+ */
+import t, { type Test } from "tap";
+import type { WebSocket } from "ws";
+import { startTestGatehouse, type TestGatehouse } from "./helpers/gatehouse.js";
+import { manualClock } from "./helpers/clock.js";
+import { metric } from "./helpers/metrics.js";
+import { revokeWithSecret } from "./helpers/assertions.js";
+import { clientsYaml, obtainToken } from "./helpers/tokens.js";
+import { closed, nextMessage, openWs, startWsUpstream, waitFor } from "./helpers/websocket.js";
+
+const APP = { id: "dashboard", secret: "5d41402abc4b2a76b9719d911017c592" };
+const START = Date.UTC(2026, 0, 5, 12);
+
+const upstream = await startWsUpstream();
+t.teardown(() => upstream.close());
+
+/** A gatehouse on a clock of the test's own, in front of the echoing upstream. */
+async function gatehouse(t: Test): Promise<{
+  g: TestGatehouse;
+  advance: (ms: number) => void;
+}> {
+  const clock = manualClock();
+  const g = await startTestGatehouse(
+    `upstream:
+  url: ${upstream.url}
+  timeout: 2s
+  websocket:
+    idle_timeout: 1m
+shutdown:
+  grace: 2s
+tokens:
+  ttl: 10m
+${await clientsYaml([APP])}routes:
+  - path: /ws
+    methods: [GET]
+    websocket: true
+`,
+    { clock, now: () => START + clock.monotonic() },
+  );
+  t.teardown(() => g.close());
+  return { g, advance: (ms) => clock.advance(ms) };
+}
+
+/** An open connection to `g` with a token of APP; echoes once, so both sides are up. */
+async function connect(g: TestGatehouse): Promise<{ ws: WebSocket; token: string }> {
+  const token = await obtainToken(g.url, APP);
+  const opened = await openWs(`${g.url.replace("http:", "ws:")}/ws`, {
+    authorization: `Bearer ${token}`,
+  });
+  if (!("ws" in opened)) throw new Error(`refused: ${opened.status} ${opened.body}`);
+  opened.ws.send("up");
+  await nextMessage(opened.ws);
+  return { ws: opened.ws, token };
+}
+
+/** Both sides got `code`, and the access log and metrics say gatehouse closed it for `reason`. */
+async function closedByGatehouse(
+  t: Test,
+  g: TestGatehouse,
+  end: Promise<{ code: number }>,
+  code: number,
+  reason: string,
+): Promise<void> {
+  t.equal((await end).code, code, `the client got ${code}`);
+  t.ok(await waitFor(() => upstream.closes.includes(code)), `the upstream got ${code}`);
+  const line = await g.logged((entry) => entry.status === 101);
+  t.match(line, { closedBy: "gatehouse", closeReason: reason, route: "/ws" });
+  const labels = { route: "/ws", closed_by: "gatehouse", reason };
+  t.equal(await metric(g, "gatehouse_websocket_closes_total", labels), 1);
+  t.equal(await metric(g, "gatehouse_websocket_connections", { route: "/ws" }), 0);
+}
+
+t.beforeEach(() => void upstream.closes.splice(0));
+
+t.test("idle: 1001 once no frame passed for idle_timeout, and not before", async (t) => {
+  const { g, advance } = await gatehouse(t);
+  const { ws } = await connect(g);
+  const end = closed(ws);
+  advance(50_000);
+  ws.send("still here");
+  await nextMessage(ws);
+  advance(50_000);
+  t.equal(ws.readyState, ws.OPEN, "a frame 50 s ago keeps it open");
+  advance(10_000);
+  await closedByGatehouse(t, g, end, 1001, "idle");
+});
+
+t.test("the token's expiry: 1008 at its exp (plus the clock tolerance)", async (t) => {
+  const { g, advance } = await gatehouse(t);
+  const { ws } = await connect(g);
+  const end = closed(ws);
+  // Kept alive meanwhile, so idleness is not what closes it.
+  for (let minute = 0; minute < 10; minute++) {
+    advance(59_000);
+    ws.send("ping");
+    await nextMessage(ws);
+  }
+  t.equal(ws.readyState, ws.OPEN, "open while the token is good");
+  advance(60_000);
+  await closedByGatehouse(t, g, end, 1008, "token_expired");
+});
+
+t.test("revocation: 1008 within the next check after the token is revoked", async (t) => {
+  const { g, advance } = await gatehouse(t);
+  const { ws, token } = await connect(g);
+  const end = closed(ws);
+  advance(1_000);
+  t.equal(ws.readyState, ws.OPEN, "a token not revoked stays");
+  t.equal((await revokeWithSecret(g.url, APP, token)).status, 200);
+  advance(1_000);
+  await closedByGatehouse(t, g, end, 1008, "revoked");
+});
+
+t.test("shutdown: 1001 to both sides at the end of the grace period", async (t) => {
+  const { g } = await gatehouse(t);
+  const { ws } = await connect(g);
+  const end = closed(ws);
+  const stopping = g.gatehouse.shutdown();
+  t.equal((await end).code, 1001, "the client got 1001");
+  t.ok(await waitFor(() => upstream.closes.includes(1001)), "the upstream got 1001");
+  await stopping;
+  const line = await g.logged((entry) => entry.status === 101);
+  t.match(line, { closedBy: "gatehouse", closeReason: "shutdown" });
+});
+
+t.test("a client that never reads holds the upstream back, not gatehouse's memory", async (t) => {
+  const { g } = await gatehouse(t);
+  const { ws } = await connect(g);
+  const server = [...upstream.wss.clients].at(-1) as WebSocket;
+  // The client stops reading: its socket's buffers fill, then gatehouse's, then the upstream's.
+  (ws as unknown as { _socket: { pause(): void; resume(): void } })._socket.pause();
+  const chunk = Buffer.alloc(64 * 1024, 1);
+  let sent = 0;
+  // The upstream writes while its own socket takes it: once gatehouse stops reading, it stops.
+  const pump = (): void => {
+    while (sent < 512 * 1024 * 1024 && server.bufferedAmount < 4 * 1024 * 1024) {
+      server.send(chunk, { binary: true, compress: false });
+      sent += chunk.length;
+    }
+  };
+  pump();
+  const stalled = await waitFor(async () => {
+    const before = sent;
+    await new Promise((done) => setTimeout(done, 200));
+    pump();
+    return server.bufferedAmount >= 4 * 1024 * 1024 && sent === before;
+  });
+  t.ok(stalled, "the upstream's writes back up");
+  t.ok(sent < 256 * 1024 * 1024, `what left the upstream stays bounded (${sent} bytes)`);
+  let received = 0;
+  ws.on("message", (data: Buffer) => (received += data.length));
+  (ws as unknown as { _socket: { resume(): void } })._socket.resume();
+  t.ok(await waitFor(() => received >= sent), "once it reads, every byte arrives");
+  ws.terminate();
+});

@@ -1,0 +1,199 @@
+/**
+ * WebSocket through gatehouse, with the `ws` package's client and server on real sockets: the
+ * handshake passes every stage, the upstream's 101 is relayed with what it negotiated, frames pass
+ * both ways, and a refusal is an HTTP answer that never reaches the upstream.
+ */
+import { randomBytes } from "node:crypto";
+import { createServer, type IncomingMessage } from "node:http";
+import type { AddressInfo } from "node:net";
+import t from "tap";
+import type { RawData } from "ws";
+import { configFor, startTestGatehouse, type TestGatehouse } from "./helpers/gatehouse.js";
+import { metric } from "./helpers/metrics.js";
+import { clientsYaml, obtainToken } from "./helpers/tokens.js";
+import { closed, nextMessage, openWs, startWsUpstream, waitFor } from "./helpers/websocket.js";
+
+const APP = { id: "dashboard", secret: "5d41402abc4b2a76b9719d911017c592", extra: ["plan: live"] };
+const READER = { id: "reader", secret: "7d793037a0760186574b0282f2f435e7", extra: ["plan: live"] };
+
+const upstream = await startWsUpstream({
+  perMessageDeflate: true,
+  handleProtocols: (offered) => [...offered].at(-1) ?? false,
+});
+t.teardown(() => upstream.close());
+
+const routes = `plans:
+  live:
+    rate_limit: { limit: 1000, window: 1h }
+    connections: 2
+  anonymous:
+    rate_limit: { limit: 1000, window: 1h }
+tokens:
+  scopes: [feed]
+routes:
+  - path: /ws
+    methods: [GET]
+    auth: bearer
+    websocket: true
+  - path: /ws/scoped
+    methods: [GET]
+    scopes: [feed]
+    websocket: true
+  - path: /plain
+    methods: [GET]
+    auth: none
+`;
+const g: TestGatehouse = await startTestGatehouse(
+  configFor(upstream.url, `${await clientsYaml([APP, READER])}${routes}`),
+);
+t.teardown(() => g.close());
+const wsUrl = (path: string): string => `${g.url.replace("http:", "ws:")}${path}`;
+const bearer = (token: string): Record<string, string> => ({ authorization: `Bearer ${token}` });
+
+t.test(
+  "frames pass both ways on an authenticated route; the 101 has gatehouse's headers",
+  async (t) => {
+    const token = await obtainToken(g.url, APP);
+    const opened = await openWs(wsUrl("/ws"), bearer(token));
+    if (!("ws" in opened)) throw new Error(`refused: ${opened.status} ${opened.body}`);
+    const { ws, headers } = opened;
+    t.match(headers["x-request-id"], /^[0-9a-f]{32}$/, "X-Request-Id on the 101");
+    t.equal(headers["x-ratelimit-limit"], "1000", "the limit's headers on the 101");
+    const seen = upstream.handshakes.at(-1) as IncomingMessage;
+    t.equal(seen.headers["x-client-id"], APP.id, "the upstream knows the client");
+    t.equal(seen.headers.authorization, undefined, "and never gets the token");
+    ws.send("hello");
+    t.same(await nextMessage(ws), { data: Buffer.from("hello"), binary: false }, "text");
+    const bytes = Buffer.from([0, 1, 2, 254, 255]);
+    ws.send(bytes);
+    t.same(await nextMessage(ws), { data: bytes, binary: true }, "binary");
+    // Random bytes: permessage-deflate, which ws negotiates by default, cannot shrink them.
+    const large = randomBytes(1 << 20);
+    ws.send(large);
+    t.ok((await nextMessage(ws)).data.equals(large), "a 1 MiB frame");
+    const many = Array.from({ length: 200 }, (_, i) => `m${i}`);
+    const received: string[] = [];
+    const all = new Promise<void>((done) =>
+      ws.on("message", (data: RawData) => {
+        received.push(String(data));
+        if (received.length === many.length) done();
+      }),
+    );
+    for (const text of many) ws.send(text);
+    await all;
+    t.strictSame(received, many, "many small frames, in order");
+    const end = closed(ws);
+    ws.close(1000, "bye");
+    t.equal((await end).code, 1000);
+    const line = await g.logged((entry) => entry.status === 101 && entry.route === "/ws");
+    t.match(line, { clientId: APP.id, closedBy: "client", closeReason: "close_frame" });
+    t.ok((line.bytesIn as number) > large.length && (line.bytesOut as number) > large.length);
+    t.ok(await waitFor(() => upstream.closes.includes(1000)), "the upstream saw 1000");
+    t.equal(await metric(g, "gatehouse_websocket_connections", { route: "/ws" }), 0);
+    t.equal(
+      await metric(g, "gatehouse_websocket_closes_total", { route: "/ws", closed_by: "client" }),
+      1,
+    );
+  },
+);
+
+t.test("the upstream's subprotocol and permessage-deflate reach the client", async (t) => {
+  const token = await obtainToken(g.url, APP);
+  const opened = await openWs(wsUrl("/ws"), bearer(token), ["chat.v1", "chat.v2"], {
+    perMessageDeflate: true,
+  });
+  if (!("ws" in opened)) throw new Error(`refused: ${opened.status}`);
+  const { ws } = opened;
+  t.equal(ws.protocol, "chat.v2", "the protocol the upstream chose");
+  t.match(ws.extensions, /permessage-deflate/, "compression negotiated end to end");
+  const text = "compressible ".repeat(1000);
+  ws.send(text);
+  t.equal(String((await nextMessage(ws)).data), text);
+  const end = closed(ws);
+  ws.close();
+  await end;
+});
+
+t.test("a refused handshake is an HTTP answer and never reaches the upstream", async (t) => {
+  const before = upstream.handshakes.length;
+  const missing = await openWs(wsUrl("/ws"));
+  t.match(missing, { status: 401 }, "no token");
+  const forged = await openWs(wsUrl("/ws"), bearer("abc.def.ghi"));
+  t.match(forged, { status: 401 }, "a token that is no JWT");
+  const scoped = await openWs(wsUrl("/ws/scoped"), bearer(await obtainToken(g.url, APP)));
+  t.match(scoped, { status: 403 }, "a token without the route's scope");
+  if ("body" in scoped) t.match(JSON.parse(scoped.body), { error: "insufficient_scope" });
+  t.equal(upstream.handshakes.length, before, "nothing forwarded");
+});
+
+t.test(
+  "connections: over the plan's bound, 429 policy connections; a close frees it",
+  async (t) => {
+    const token = await obtainToken(g.url, READER);
+    const first = await openWs(wsUrl("/ws"), bearer(token));
+    const second = await openWs(wsUrl("/ws"), bearer(token));
+    if (!("ws" in first) || !("ws" in second)) throw new Error("refused below the bound");
+    const third = await openWs(wsUrl("/ws"), bearer(token));
+    t.match(third, { status: 429 });
+    if ("body" in third) {
+      t.match(JSON.parse(third.body), { error: "rate_limited", policy: "connections", limit: 2 });
+      t.equal(third.headers["retry-after"], "1");
+    }
+    const end = closed(first.ws);
+    first.ws.close();
+    await end;
+    t.ok(
+      await waitFor(async () => {
+        const again = await openWs(wsUrl("/ws"), bearer(token));
+        if (!("ws" in again)) return false;
+        again.ws.close();
+        return true;
+      }),
+      "the closed connection's slot is free again",
+    );
+    second.ws.close();
+  },
+);
+
+t.test("an Upgrade that is not WebSocket, or off a websocket route, is plain HTTP", async (t) => {
+  const token = await obtainToken(g.url, APP);
+  const h2c = await fetchRaw(g.port, "/ws", `Authorization: Bearer ${token}\r\nUpgrade: h2c\r\n`);
+  t.match(h2c, /^HTTP\/1\.1 200 /, "Upgrade: h2c on the websocket route: served");
+  t.equal(upstream.plain.at(-1)?.headers.upgrade, undefined, "without the Upgrade field");
+  const off = await openWs(wsUrl("/plain"));
+  t.match(off, { status: 200, body: "plain -" }, "a handshake on a plain route: a plain GET");
+});
+
+t.test("an upstream that refuses the upgrade is relayed as its answer", async (t) => {
+  const refusing = createServer((_req, res) => res.end("plain"));
+  refusing.on("upgrade", (_req, socket) =>
+    socket.end(
+      "HTTP/1.1 403 Forbidden\r\ncontent-type: text/plain\r\ncontent-length: 4\r\n\r\nnope",
+    ),
+  );
+  await new Promise<void>((done) => refusing.listen(0, "127.0.0.1", done));
+  t.teardown(() => new Promise<void>((done) => refusing.close(() => done())));
+  const port = (refusing.address() as AddressInfo).port;
+  const other = await startTestGatehouse(
+    configFor(`http://127.0.0.1:${port}`, `${await clientsYaml([APP])}${routes}`),
+  );
+  t.teardown(() => other.close());
+  const answer = await openWs(
+    `${other.url.replace("http:", "ws:")}/ws`,
+    bearer(await obtainToken(other.url, APP)),
+  );
+  t.match(answer, { status: 403, body: "nope" });
+});
+
+/** A GET of `path` with `fields`, on a connection of its own; the whole answer as text. */
+async function fetchRaw(port: number, path: string, fields: string): Promise<string> {
+  const { connect } = await import("node:net");
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, "127.0.0.1");
+    let answer = "";
+    socket.on("data", (chunk: Buffer) => (answer += chunk.toString("latin1")));
+    socket.on("end", () => resolve(answer));
+    socket.on("error", reject);
+    socket.write(`GET ${path} HTTP/1.1\r\nHost: x\r\n${fields}Connection: Upgrade, close\r\n\r\n`);
+  });
+}

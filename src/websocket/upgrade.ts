@@ -4,13 +4,12 @@
  * fields and gatehouse's own headers, and from then on the two connections are one relay.
  */
 import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders } from "node:http";
-import { finalHeaders } from "../core/respond.js";
-import type { Lifecycle } from "../core/services.js";
-import { canonicalTarget } from "../http/path.js";
-import type { RouteTable } from "../routes/table.js";
 import type { Duplex } from "node:stream";
 import type { RequestContext, Upgrade } from "../core/context.js";
-import type { Services } from "../core/services.js";
+import { finalHeaders } from "../core/respond.js";
+import type { Lifecycle, Services } from "../core/services.js";
+import { canonicalTarget } from "../http/path.js";
+import type { RouteTable } from "../routes/table.js";
 import { RESPONSE_HOP_BY_HOP } from "../upstream/hop-by-hop.js";
 import type { OpenConnections } from "./open-connections.js";
 import { Relay } from "./relay.js";

@@ -6,7 +6,8 @@
 import { Redis } from "ioredis";
 import { pino } from "pino";
 import t, { type Test } from "tap";
-import { createMemorySlots, createRedisSlots, LEASE_MS } from "../src/limits/connection-slots.js";
+import { createMemorySlots } from "../src/limits/connection-slots.js";
+import { createRedisSlots, LEASE_MS } from "../src/limits/redis-slots.js";
 import type { ConnectionSlots, SlotOutcome } from "../src/limits/counters.js";
 import { connectRedis } from "../src/limits/redis-connection.js";
 import type { RedisSettings } from "../src/limits/plans.js";

@@ -18,7 +18,7 @@ import {
   type SharedMarks,
   type Slot,
 } from "./counters.js";
-import { createRedisSlots } from "./connection-slots.js";
+import { createRedisSlots } from "./redis-slots.js";
 import { createLocalBlocks } from "./local-blocks.js";
 import { createMemoryStore, type MemoryStore } from "./memory-store.js";
 import type { RedisSettings } from "./plans.js";

@@ -197,3 +197,37 @@ async function fetchRaw(port: number, path: string, fields: string): Promise<str
     socket.write(`GET ${path} HTTP/1.1\r\nHost: x\r\n${fields}Connection: Upgrade, close\r\n\r\n`);
   });
 }
+
+t.test("bytes sent with the handshake are relayed, counted and followed as frames", async (t) => {
+  const token = await obtainToken(g.url, APP);
+  const { connect } = await import("node:net");
+  const socket = connect(g.port, "127.0.0.1");
+  t.teardown(() => socket.destroy());
+  let answer = Buffer.alloc(0);
+  socket.on("data", (chunk: Buffer) => (answer = Buffer.concat([answer, chunk])));
+  // A masked text frame "hi" (RFC 6455 §5.2) in the same write as the handshake.
+  const mask = Buffer.from([1, 2, 3, 4]);
+  const payload = Buffer.from("hi").map((byte, i) => byte ^ (mask[i % 4] as number));
+  const frame = Buffer.concat([Buffer.from([0x81, 0x80 | 2]), mask, payload]);
+  socket.write(
+    Buffer.concat([
+      Buffer.from(
+        `GET /ws HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\nUpgrade: websocket\r\n` +
+          "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n" +
+          "Sec-WebSocket-Version: 13\r\n\r\n",
+      ),
+      frame,
+    ]),
+  );
+  const echoed = Buffer.from([0x81, 2, ...Buffer.from("hi")]);
+  t.ok(
+    await waitFor(() => answer.includes(echoed)),
+    "the upstream echoed the frame sent with the handshake",
+  );
+  t.match(answer.toString("latin1"), /^HTTP\/1\.1 101 Switching Protocols\r\n/);
+  // The client's close frame (masked, no payload) follows: both frames are counted as bytes in.
+  socket.end(Buffer.from([0x88, 0x80, 0, 0, 0, 0]));
+  const id = /\r\nx-request-id: ([0-9a-f]+)\r\n/.exec(answer.toString("latin1"))?.[1];
+  const line = await g.logged((entry) => entry.requestId === id);
+  t.match(line, { status: 101, closedBy: "client", bytesIn: frame.length + 6 });
+});

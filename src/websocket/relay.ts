@@ -82,6 +82,11 @@ export class Relay {
     for (const direction of [this.in, this.out]) this.relay(direction);
   }
 
+  /** Relays `bytes` from the client as if they had just arrived on its connection. */
+  fromClient(bytes: Buffer): void {
+    this.passed(this.in, bytes);
+  }
+
   /** Closes the connection with `code` (1008, 1001) and `words`, to both sides. */
   close(code: number, reason: CloseReason, words: string): void {
     if (this.closing !== undefined || this.finished) return;

@@ -76,7 +76,6 @@ export function switchProtocols(
   const { metrics, clock } = deps.services;
   const route = ctx.route?.pattern ?? "-";
   socket.write(switchingHead(ctx, fields, deps.services.lifecycle), "latin1");
-  if (upgrade.head.length > 0) upstream.write(upgrade.head);
   metrics.websocketConnections.inc({ route });
   const bytes = {
     in: metrics.websocketBytes.labels({ route, direction: "in" }),
@@ -94,6 +93,9 @@ export function switchProtocols(
       upgrade.finished();
     },
   });
+  // Bytes the client sent before the 101 (RFC 6455 asks it to wait) go through the relay too:
+  // counted, and followed among the client's frames like every later byte.
+  if (upgrade.head.length > 0) relay.fromClient(upgrade.head);
   upgrade.relaying = true;
   const connection = {
     relay,

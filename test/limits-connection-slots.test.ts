@@ -15,6 +15,7 @@ import { createMetrics } from "../src/metrics.js";
 import { eventually } from "./helpers/client.js";
 import { manualClock } from "./helpers/clock.js";
 import { configFor, startTestGatehouse } from "./helpers/gatehouse.js";
+import { metric } from "./helpers/metrics.js";
 import { serverSettings, startTestRedis, type TestRedis } from "./helpers/redis.js";
 import { openWs, startWsUpstream, closed, waitFor } from "./helpers/websocket.js";
 
@@ -189,3 +190,34 @@ async function waitForOpen(url: string) {
   }
   throw new Error(`no WebSocket opened at ${url}`);
 }
+
+t.test("limits.dry_run: a handshake over connections is counted and let through", async (t) => {
+  const upstream = await startWsUpstream();
+  t.teardown(() => upstream.close());
+  const g = await startTestGatehouse(
+    configFor(
+      upstream.url,
+      `plans:
+  anonymous:
+    rate_limit: { limit: 100, window: 1h }
+    connections: 1
+routes:
+  - path: /ws
+    methods: [GET]
+    auth: none
+    websocket: true
+limits:
+  dry_run: true
+`,
+    ),
+  );
+  t.teardown(() => g.close());
+  const url = `${g.url.replace("http:", "ws:")}/ws`;
+  const first = await waitForOpen(url);
+  const second = await waitForOpen(url);
+  t.pass("both open");
+  const labels = { refusal: "rate_limited", dry_run: "true", limit: "connections" };
+  t.equal(await metric(g, "gatehouse_limit_refusals_total", labels), 1, "counted as a dry run");
+  first.close();
+  second.close();
+});

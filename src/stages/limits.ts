@@ -42,6 +42,7 @@ function tooManyConnections(most: number): Reply {
 function connectionSlots(
   store: CounterStore,
   services: Services,
+  dryRun: boolean,
   unavailable: (ctx: RequestContext, error: unknown) => Outcome,
 ) {
   const slot = (ctx: RequestContext, entry: PreparedPlan, key: string): Promise<Outcome> => {
@@ -49,14 +50,15 @@ function connectionSlots(
     return store.slots.acquire(key, most, services.now()).then((taken) => {
       if (taken === "unavailable") return unavailable(ctx, new Error("slots unavailable"));
       if (taken === "full") {
-        ctx.decision = "rate_limited";
+        // `limits.dry_run`: counted and let through, as every limit is.
+        ctx.decision = dryRun ? "dry_run_rate_limited" : "rate_limited";
         services.metrics.limitRefusals.inc({
           refusal: "rate_limited",
-          dry_run: "false",
+          dry_run: String(dryRun),
           plan: entry.plan.name,
           limit: "connections",
         });
-        return tooManyConnections(most);
+        return dryRun ? undefined : tooManyConnections(most);
       }
       (ctx.upgrade as Upgrade).lease = taken;
       return undefined;
@@ -126,7 +128,7 @@ export function createLimitsStage(
     return undefined;
   };
 
-  const withSlot = connectionSlots(store, services, unavailable);
+  const withSlot = connectionSlots(store, services, settings.dryRun, unavailable);
 
   return function limits(ctx) {
     const route = ctx.route;

@@ -3,9 +3,10 @@
  * and when its response closes the access log line is written and the request metrics are
  * counted. The requests in flight are counted too, so a drain knows when none is left.
  */
-import { ServerResponse, type IncomingMessage } from "node:http";
+import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import type { Clock } from "../clock.js";
+import { http } from "../http/node-http.js";
 import { createAccessLog, type AccessLog } from "../log.js";
 import type { Metrics } from "../metrics.js";
 import type { RequestContext, Stage, Upgrade } from "./context.js";
@@ -45,7 +46,7 @@ function upgradeHandler(
     // The HTTP server's keep-alive timer may still run from the answer before; a connection that
     // becomes a WebSocket has deadlines of its own.
     socket.setTimeout(0);
-    const res = new ServerResponse(req);
+    const res = new http.ServerResponse(req);
     res.shouldKeepAlive = false;
     res.assignSocket(socket);
     res.on("finish", () => socket.end());

@@ -255,16 +255,18 @@ function keyBinding(
     verified: VerifiedToken,
     nowMs: number,
   ): Reply | undefined | Promise<Reply | undefined> => {
-    const answers = invalidFor(ctx, invalid);
     if (!ctx.dpop) {
-      if (verified.jkt !== undefined)
-        return refuse(ctx, "bound_as_bearer", answers.bound_as_bearer);
+      if (verified.jkt !== undefined) {
+        return refuse(ctx, "bound_as_bearer", invalidFor(ctx, invalid).bound_as_bearer);
+      }
       if (ctx.route?.dpopRequired === true) {
-        return refuse(ctx, "dpop_required", answers.dpop_required);
+        return refuse(ctx, "dpop_required", invalidFor(ctx, invalid).dpop_required);
       }
       return undefined;
     }
-    if (verified.jkt === undefined) return refuse(ctx, "not_bound", answers.not_bound);
+    if (verified.jkt === undefined) {
+      return refuse(ctx, "not_bound", invalidFor(ctx, invalid).not_bound);
+    }
     return proveKey(ctx, token, verified.jkt, nowMs);
   };
 }

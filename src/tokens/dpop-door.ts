@@ -58,7 +58,7 @@ export function createDoorProofs(
       accessToken,
       jkt,
     };
-    const use = await useProof(verifier, marks.firstProof, req.rawHeaders, check, nowMs);
+    const use = await useProof(verifier, marks.firstProof, req, check, nowMs);
     if (use === "unavailable") return use;
     if (typeof use === "object") return undefined;
     // A nonce is no fault: the client is told the current one and tries again. A full key is

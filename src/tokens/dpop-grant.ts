@@ -72,7 +72,7 @@ export function createTokenDpop(
           : BEARER;
       }
       const check = { method: "POST", url: expectedHtu(origin, ctx, settings.path) };
-      const use = await useProof(verifier, marks.firstProof, ctx.req.rawHeaders, check, nowMs);
+      const use = await useProof(verifier, marks.firstProof, ctx.req, check, nowMs);
       if (use === "unavailable") return PROOFS_UNAVAILABLE;
       if (typeof use === "object") return { jkt: use.jkt, headers: nonceHeaders(nowMs) };
       // RFC 9449 §8: the nonce to use comes with the refusal.

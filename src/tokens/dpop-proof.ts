@@ -5,6 +5,8 @@
  * else is held.
  */
 import { createHash } from "node:crypto";
+import type { IncomingMessage } from "node:http";
+import { fieldLines } from "../http/field-lines.js";
 import {
   calculateJwkThumbprint,
   EmbeddedJWK,
@@ -272,17 +274,12 @@ export type FirstProof = (
 export async function useProof(
   verifier: ProofVerifier,
   firstProof: FirstProof,
-  rawHeaders: readonly string[],
+  req: IncomingMessage,
   check: ProofCheck,
   nowMs: number,
 ): Promise<ProofUse> {
-  let proof: string | undefined;
-  for (let i = 0; i < rawHeaders.length; i += 2) {
-    if ((rawHeaders[i] as string).toLowerCase() !== "dpop") continue;
-    if (proof !== undefined) return "header";
-    proof = rawHeaders[i + 1] as string;
-  }
-  if (proof === undefined) return "header";
+  if (fieldLines(req.rawHeaders, "dpop") !== 1) return "header";
+  const proof = req.headers.dpop as string;
   let checked: CheckedProof;
   try {
     checked = await verifier.verify(proof, check, nowMs);

@@ -172,9 +172,16 @@ export function manageConnections(
     const connection = open.get(socket);
     if (connection === undefined || !connection.accepting) return;
     const takeBack = (): void => {
+      if (!socket.destroyed && upgrade(req, socket, rest)) {
+        // A WebSocket keeps its place among the open connections until it closes, as nginx
+        // counts an upgraded connection in `worker_connections`; it is never idle, so never
+        // closed to make room.
+        connection.accepting = false;
+        idle.delete(connection);
+        return;
+      }
       forget(registry, connection);
-      if (socket.destroyed || upgrade(req, socket, rest)) return;
-      serveAsPlainHttp(server, req, socket, rest);
+      if (!socket.destroyed) serveAsPlainHttp(server, req, socket, rest);
     };
     if (connection.current === undefined) takeBack();
     else connection.then = takeBack;

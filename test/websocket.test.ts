@@ -3,10 +3,10 @@
  * handshake passes every stage, the upstream's 101 is relayed with what it negotiated, frames pass
  * both ways, and a refusal is an HTTP answer that never reaches the upstream.
  */
-import { randomBytes } from "node:crypto";
-import { createServer, type IncomingMessage } from "node:http";
-import type { AddressInfo } from "node:net";
-import t from "tap";
+import { createHash, randomBytes } from "node:crypto";
+import { createServer, type IncomingMessage, type Server } from "node:http";
+import { connect, type AddressInfo, type Socket } from "node:net";
+import t, { type Test } from "tap";
 import type { RawData } from "ws";
 import { configFor, startTestGatehouse, type TestGatehouse } from "./helpers/gatehouse.js";
 import { metric } from "./helpers/metrics.js";
@@ -164,6 +164,36 @@ t.test("an Upgrade that is not WebSocket, or off a websocket route, is plain HTT
   t.match(off, { status: 200, body: "plain -" }, "a handshake on a plain route: a plain GET");
 });
 
+/** A raw connection to `port`, and every byte it received so far. */
+function rawClient(port: number, t: Test): { socket: Socket; received: () => Buffer } {
+  const socket = connect(port, "127.0.0.1");
+  t.teardown(() => socket.destroy());
+  let answer = Buffer.alloc(0);
+  socket.on("data", (chunk: Buffer) => (answer = Buffer.concat([answer, chunk])));
+  return { socket, received: () => answer };
+}
+
+/** A WebSocket handshake for /ws with `token`, written as a client's raw bytes. */
+function handshake(token: string): string {
+  return (
+    `GET /ws HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\nUpgrade: websocket\r\n` +
+    "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n" +
+    "Sec-WebSocket-Version: 13\r\n\r\n"
+  );
+}
+
+/** Starts `upstream` on port 0 and a gatehouse of this file's routes in front of it. */
+async function gatehouseBefore(upstream: Server, t: Test): Promise<TestGatehouse> {
+  await new Promise<void>((done) => upstream.listen(0, "127.0.0.1", done));
+  t.teardown(() => new Promise<void>((done) => upstream.close(() => done())));
+  const port = (upstream.address() as AddressInfo).port;
+  const other = await startTestGatehouse(
+    configFor(`http://127.0.0.1:${port}`, `${await clientsYaml([APP])}${routes}`),
+  );
+  t.teardown(() => other.close());
+  return other;
+}
+
 t.test("an upstream that refuses the upgrade is relayed as its answer", async (t) => {
   const refusing = createServer((_req, res) => res.end("plain"));
   refusing.on("upgrade", (_req, socket) =>
@@ -171,13 +201,7 @@ t.test("an upstream that refuses the upgrade is relayed as its answer", async (t
       "HTTP/1.1 403 Forbidden\r\ncontent-type: text/plain\r\ncontent-length: 4\r\n\r\nnope",
     ),
   );
-  await new Promise<void>((done) => refusing.listen(0, "127.0.0.1", done));
-  t.teardown(() => new Promise<void>((done) => refusing.close(() => done())));
-  const port = (refusing.address() as AddressInfo).port;
-  const other = await startTestGatehouse(
-    configFor(`http://127.0.0.1:${port}`, `${await clientsYaml([APP])}${routes}`),
-  );
-  t.teardown(() => other.close());
+  const other = await gatehouseBefore(refusing, t);
   const answer = await openWs(
     `${other.url.replace("http:", "ws:")}/ws`,
     bearer(await obtainToken(other.url, APP)),
@@ -185,9 +209,54 @@ t.test("an upstream that refuses the upgrade is relayed as its answer", async (t
   t.match(answer, { status: 403, body: "nope" });
 });
 
+t.test(
+  "an upstream's garbage after its 101 is relayed as it came; the client leaving ends both",
+  async (t) => {
+    // A valid 101, then a frame header that announces 2^62 bytes, four of them, and silence.
+    const garbage = Buffer.from([0x82, 0x7f, 0x40, 0, 0, 0, 0, 0, 0, 0, 0xde, 0xad, 0xbe, 0xef]);
+    let upstreamEnded = false;
+    const server = createServer((_req, res) => res.end("plain"));
+    server.on("upgrade", (req: IncomingMessage, socket: Socket) => {
+      const accept = createHash("sha1")
+        .update(`${String(req.headers["sec-websocket-key"])}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`)
+        .digest("base64");
+      socket.on("error", () => undefined);
+      socket.on("end", () => (upstreamEnded = true));
+      t.teardown(() => socket.destroy());
+      socket.write(
+        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
+          `Sec-WebSocket-Accept: ${accept}\r\n\r\n`,
+      );
+      socket.write(garbage);
+    });
+    const other = await gatehouseBefore(server, t);
+    const token = await obtainToken(other.url, APP);
+
+    const { socket: client, received } = rawClient(other.port, t);
+    client.write(handshake(token));
+    t.ok(await waitFor(() => received().includes(garbage)), "the bytes reach the client untouched");
+    t.match(received().toString("latin1"), /^HTTP\/1\.1 101 Switching Protocols\r\n/);
+    // The client ends its half; the upstream, a node:http server's socket (half-open allowed),
+    // never ends its own.
+    let clientClosed = false;
+    client.on("close", () => (clientClosed = true));
+    client.end();
+    t.ok(await waitFor(() => upstreamEnded), "the client's end is passed on to the upstream");
+    t.ok(await waitFor(() => clientClosed), "gatehouse closes the connection within 5 s");
+    const line = await other.logged((entry) => entry.status === 101);
+    t.match(
+      line,
+      { closedBy: "client", closeReason: "connection_closed", bytesOut: garbage.length },
+      "what passed is counted",
+    );
+    t.equal(await metric(other, "gatehouse_websocket_connections", { route: "/ws" }), 0);
+    const after = await fetch(`${other.url}/plain`);
+    t.equal(after.status, 200, "gatehouse goes on serving");
+  },
+);
+
 /** A GET of `path` with `fields`, on a connection of its own; the whole answer as text. */
-async function fetchRaw(port: number, path: string, fields: string): Promise<string> {
-  const { connect } = await import("node:net");
+function fetchRaw(port: number, path: string, fields: string): Promise<string> {
   return new Promise((resolve, reject) => {
     const socket = connect(port, "127.0.0.1");
     let answer = "";
@@ -200,34 +269,21 @@ async function fetchRaw(port: number, path: string, fields: string): Promise<str
 
 t.test("bytes sent with the handshake are relayed, counted and followed as frames", async (t) => {
   const token = await obtainToken(g.url, APP);
-  const { connect } = await import("node:net");
-  const socket = connect(g.port, "127.0.0.1");
-  t.teardown(() => socket.destroy());
-  let answer = Buffer.alloc(0);
-  socket.on("data", (chunk: Buffer) => (answer = Buffer.concat([answer, chunk])));
+  const { socket, received } = rawClient(g.port, t);
   // A masked text frame "hi" (RFC 6455 §5.2) in the same write as the handshake.
   const mask = Buffer.from([1, 2, 3, 4]);
   const payload = Buffer.from("hi").map((byte, i) => byte ^ (mask[i % 4] as number));
   const frame = Buffer.concat([Buffer.from([0x81, 0x80 | 2]), mask, payload]);
-  socket.write(
-    Buffer.concat([
-      Buffer.from(
-        `GET /ws HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\nUpgrade: websocket\r\n` +
-          "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n" +
-          "Sec-WebSocket-Version: 13\r\n\r\n",
-      ),
-      frame,
-    ]),
-  );
+  socket.write(Buffer.concat([Buffer.from(handshake(token)), frame]));
   const echoed = Buffer.from([0x81, 2, ...Buffer.from("hi")]);
   t.ok(
-    await waitFor(() => answer.includes(echoed)),
+    await waitFor(() => received().includes(echoed)),
     "the upstream echoed the frame sent with the handshake",
   );
-  t.match(answer.toString("latin1"), /^HTTP\/1\.1 101 Switching Protocols\r\n/);
+  t.match(received().toString("latin1"), /^HTTP\/1\.1 101 Switching Protocols\r\n/);
   // The client's close frame (masked, no payload) follows: both frames are counted as bytes in.
   socket.end(Buffer.from([0x88, 0x80, 0, 0, 0, 0]));
-  const id = /\r\nx-request-id: ([0-9a-f]+)\r\n/.exec(answer.toString("latin1"))?.[1];
+  const id = /\r\nx-request-id: ([0-9a-f]+)\r\n/.exec(received().toString("latin1"))?.[1];
   const line = await g.logged((entry) => entry.requestId === id);
   t.match(line, { status: 101, closedBy: "client", bytesIn: frame.length + 6 });
 });

@@ -92,7 +92,7 @@ export class Relay {
     if (this.closing !== undefined || this.finished) return;
     this.end ??= { closedBy: "gatehouse", reason };
     this.closing = { code, words };
-    this.closingTimer = this.options.clock.after(CLOSING_MS, () => this.destroy());
+    this.closeSoon();
     for (const direction of [this.in, this.out]) {
       if (direction.cursor.atBoundary) this.sendClose(direction);
     }
@@ -101,10 +101,13 @@ export class Relay {
   private relay(direction: Direction): void {
     const { from, to } = direction;
     from.on("data", (chunk: Buffer) => this.passed(direction, chunk));
-    // A side that ends its half ends the other side's too; the relay is over when both are gone.
+    // A side that ends its half ends the other side's too, and is gone: WebSocket has no use for
+    // a half-open connection (RFC 6455 §7.1.1). What the other side still sends within
+    // CLOSING_MS is relayed; then both are closed, whether or not the other side ended its half.
     from.on("end", () => {
       this.ended(direction, "connection_closed");
       if (!direction.done) to.end();
+      this.closeSoon();
     });
     from.on("error", () => {
       this.ended(direction, "connection_closed");
@@ -115,8 +118,13 @@ export class Relay {
       // The other side has what was written to it, and CLOSING_MS to go too.
       if (this.client.destroyed && this.upstream.destroyed) this.destroy();
       else if (!to.destroyed) to.end();
-      this.closingTimer ??= this.options.clock.after(CLOSING_MS, () => this.destroy());
+      this.closeSoon();
     });
+  }
+
+  // Both sides are closed within CLOSING_MS from now, if not before.
+  private closeSoon(): void {
+    this.closingTimer ??= this.options.clock.after(CLOSING_MS, () => this.destroy());
   }
 
   private passed(direction: Direction, chunk: Buffer): void {

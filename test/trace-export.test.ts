@@ -81,14 +81,22 @@ t.test("one SERVER span per request reaches a collector that answers", async (t)
   });
   const started = await send(`${g.url}/nowhere`);
   const failed = await send(`${g.url}/v1/fail`);
-  t.strictSame([continued.status, started.status, failed.status], [200, 404, 503]);
-  const lines = [continued, started, failed].map((r) => accessLine(g, r.headers["x-request-id"]));
+  const refused = await send(`${g.url}/v1/items/42`, {
+    headers: { authorization: `Bearer ${token}x` },
+  });
+  t.strictSame(
+    [continued.status, started.status, failed.status, refused.status],
+    [200, 404, 503, 401],
+  );
+  const lines = [continued, started, failed, refused].map((r) =>
+    accessLine(g, r.headers["x-request-id"]),
+  );
   // Shutdown flushes the queue.
   await g.close();
 
   // The token request is a request too.
-  t.equal(receiver.spans.length, 4, "one span per request, none lost");
-  const [a, b, c] = lines.map((line) => spanOf(receiver.spans, line.spanId));
+  t.equal(receiver.spans.length, 5, "one span per request, none lost");
+  const [a, b, c, d] = lines.map((line) => spanOf(receiver.spans, line.spanId));
   for (const [span, line] of [
     [a, lines[0]],
     [b, lines[1]],
@@ -119,6 +127,7 @@ t.test("one SERVER span per request reaches a collector that answers", async (t)
     "gatehouse.client_id": APP.id,
     "gatehouse.decision": "allowed",
   });
+  t.equal(attributesOf(a as ReceivedSpan)["gatehouse.reason"], undefined, "nothing was refused");
   t.notMatch(JSON.stringify(a), "secret=no", "the query is not exported");
   t.not(a?.status?.code, STATUS_CODE_ERROR);
 
@@ -134,6 +143,12 @@ t.test("one SERVER span per request reaches a collector that answers", async (t)
   t.match(attributesOf(c as ReceivedSpan), {
     "http.response.status_code": 503,
     "error.type": "503",
+  });
+
+  t.equal(lines[3]?.reason, "bearer_signature", "the access log says why the token was refused");
+  t.match(attributesOf(d as ReceivedSpan), {
+    "http.response.status_code": 401,
+    "gatehouse.reason": "bearer_signature",
   });
 });
 

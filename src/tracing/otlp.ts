@@ -125,6 +125,7 @@ function attributes(ctx: RequestContext, status: number): Attributes {
   if (agent !== undefined) attrs[ATTR_USER_AGENT_ORIGINAL] = agent;
   if (ctx.clientId !== undefined) attrs["gatehouse.client_id"] = ctx.clientId;
   if (ctx.issuer !== undefined) attrs["gatehouse.client_issuer"] = ctx.issuer;
+  if (ctx.refusal !== undefined) attrs["gatehouse.reason"] = ctx.refusal;
   if (status >= 500) attrs[ATTR_ERROR_TYPE] = String(status);
   return attrs;
 }

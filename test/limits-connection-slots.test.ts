@@ -17,7 +17,7 @@ import { manualClock } from "./helpers/clock.js";
 import { configFor, startTestGatehouse } from "./helpers/gatehouse.js";
 import { metric } from "./helpers/metrics.js";
 import { serverSettings, startTestRedis, type TestRedis } from "./helpers/redis.js";
-import { openWs, startWsUpstream, closed, waitFor } from "./helpers/websocket.js";
+import { openWs, startWsUpstream, closed, untilOpen, waitFor } from "./helpers/websocket.js";
 
 const NOW = Date.UTC(2026, 0, 5, 12);
 const held = (outcome: SlotOutcome): boolean => typeof outcome === "object";
@@ -135,12 +135,10 @@ t.test("Redis gone: closed refuses, open lets it be, local counts in the process
   t.equal(await local.acquire("client:a", 1, NOW), "full", "local: counted in the process");
 });
 
-t.test("through two gatehouses on one Redis: the bound holds across replicas", async (t) => {
-  const redis = await withRedis(t);
-  const upstream = await startWsUpstream();
-  t.teardown(() => upstream.close());
-  const yaml = configFor(
-    upstream.url,
+/** An anonymous WebSocket route whose plan holds one open connection, with `limits` as given. */
+function oneConnection(upstreamUrl: string, limits: string): string {
+  return configFor(
+    upstreamUrl,
     `plans:
   anonymous:
     rate_limit: { limit: 100, window: 1h }
@@ -151,7 +149,17 @@ routes:
     auth: none
     websocket: true
 limits:
-  store: redis
+${limits}`,
+  );
+}
+
+t.test("through two gatehouses on one Redis: the bound holds across replicas", async (t) => {
+  const redis = await withRedis(t);
+  const upstream = await startWsUpstream();
+  t.teardown(() => upstream.close());
+  const yaml = oneConnection(
+    upstream.url,
+    `  store: redis
   redis:
     url: ${redis.url}
     key_prefix: "ws-${process.pid}:"
@@ -162,7 +170,8 @@ limits:
   const b = await startTestGatehouse(yaml);
   t.teardown(() => b.close());
   const ws = (g: typeof a) => `${g.url.replace("http:", "ws:")}/ws`;
-  const first = await waitForOpen(ws(a));
+  // Redis answers a while after a gatehouse starts; until then `closed` refuses every handshake.
+  const first = await untilOpen(ws(a));
   const refused = await openWs(ws(b));
   t.match(refused, { status: 429 }, "the second replica refuses the same client");
   if ("body" in refused) t.match(JSON.parse(refused.body), { policy: "connections" });
@@ -180,41 +189,14 @@ limits:
   );
 });
 
-// Redis answers a while after a gatehouse starts; until then `closed` refuses every handshake.
-async function waitForOpen(url: string) {
-  const end = Date.now() + 30_000;
-  while (Date.now() < end) {
-    const opened = await openWs(url);
-    if ("ws" in opened) return opened.ws;
-    await new Promise((done) => setTimeout(done, 50));
-  }
-  throw new Error(`no WebSocket opened at ${url}`);
-}
-
 t.test("limits.dry_run: a handshake over connections is counted and let through", async (t) => {
   const upstream = await startWsUpstream();
   t.teardown(() => upstream.close());
-  const g = await startTestGatehouse(
-    configFor(
-      upstream.url,
-      `plans:
-  anonymous:
-    rate_limit: { limit: 100, window: 1h }
-    connections: 1
-routes:
-  - path: /ws
-    methods: [GET]
-    auth: none
-    websocket: true
-limits:
-  dry_run: true
-`,
-    ),
-  );
+  const g = await startTestGatehouse(oneConnection(upstream.url, "  dry_run: true\n"));
   t.teardown(() => g.close());
   const url = `${g.url.replace("http:", "ws:")}/ws`;
-  const first = await waitForOpen(url);
-  const second = await waitForOpen(url);
+  const first = await untilOpen(url);
+  const second = await untilOpen(url);
   t.pass("both open");
   const labels = { refusal: "rate_limited", dry_run: "true", limit: "connections" };
   t.equal(await metric(g, "gatehouse_limit_refusals_total", labels), 1, "counted as a dry run");

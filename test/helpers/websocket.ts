@@ -107,3 +107,22 @@ export async function waitFor(probe: () => boolean | Promise<boolean>): Promise<
   }
   return false;
 }
+
+/**
+ * Opens a WebSocket to `url`, trying again while it is refused or its connection is closed
+ * unanswered, until one opens or the wide deadline of `waitFor` passes.
+ */
+export async function untilOpen(url: string): Promise<WebSocket> {
+  let ws: WebSocket | undefined;
+  await waitFor(async () => {
+    try {
+      const opened = await openWs(url);
+      if ("ws" in opened) ws = opened.ws;
+    } catch {
+      // Closed before an answer: tried again.
+    }
+    return ws !== undefined;
+  });
+  if (ws === undefined) throw new Error(`no WebSocket opened at ${url}`);
+  return ws;
+}

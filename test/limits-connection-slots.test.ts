@@ -17,7 +17,7 @@ import { manualClock } from "./helpers/clock.js";
 import { configFor, startTestGatehouse } from "./helpers/gatehouse.js";
 import { metric } from "./helpers/metrics.js";
 import { serverSettings, startTestRedis, type TestRedis } from "./helpers/redis.js";
-import { openWs, startWsUpstream, closed, untilOpen, waitFor } from "./helpers/websocket.js";
+import { openWs, startWsUpstream, closed, untilOpen } from "./helpers/websocket.js";
 
 const NOW = Date.UTC(2026, 0, 5, 12);
 const held = (outcome: SlotOutcome): boolean => typeof outcome === "object";
@@ -179,7 +179,7 @@ t.test("through two gatehouses on one Redis: the bound holds across replicas", a
   first.close();
   await end;
   t.ok(
-    await waitFor(async () => {
+    await eventually(async () => {
       const again = await openWs(ws(b));
       if (!("ws" in again)) return false;
       again.ws.close();

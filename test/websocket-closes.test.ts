@@ -10,7 +10,8 @@ import { manualClock } from "./helpers/clock.js";
 import { metric } from "./helpers/metrics.js";
 import { revokeWithSecret } from "./helpers/assertions.js";
 import { clientsYaml, obtainToken } from "./helpers/tokens.js";
-import { closed, nextMessage, openWs, startWsUpstream, waitFor } from "./helpers/websocket.js";
+import { eventually } from "./helpers/client.js";
+import { closed, nextMessage, openWs, startWsUpstream } from "./helpers/websocket.js";
 
 const APP = { id: "dashboard", secret: "5d41402abc4b2a76b9719d911017c592" };
 const START = Date.UTC(2026, 0, 5, 12);
@@ -66,7 +67,7 @@ async function closedByGatehouse(
   reason: string,
 ): Promise<void> {
   t.equal((await end).code, code, `the client got ${code}`);
-  t.ok(await waitFor(() => upstream.closes.includes(code)), `the upstream got ${code}`);
+  t.ok(await eventually(() => upstream.closes.includes(code)), `the upstream got ${code}`);
   const line = await g.logged((entry) => entry.status === 101);
   t.match(line, { closedBy: "gatehouse", closeReason: reason, route: "/ws" });
   const labels = { route: "/ws", closed_by: "gatehouse", reason };
@@ -121,7 +122,7 @@ t.test("shutdown: 1001 to both sides at the end of the grace period", async (t) 
   const end = closed(ws);
   const stopping = g.gatehouse.shutdown();
   t.equal((await end).code, 1001, "the client got 1001");
-  t.ok(await waitFor(() => upstream.closes.includes(1001)), "the upstream got 1001");
+  t.ok(await eventually(() => upstream.closes.includes(1001)), "the upstream got 1001");
   await stopping;
   const line = await g.logged((entry) => entry.status === 101);
   t.match(line, { closedBy: "gatehouse", closeReason: "shutdown" });
@@ -143,7 +144,7 @@ t.test("a client that never reads holds the upstream back, not gatehouse's memor
     }
   };
   pump();
-  const stalled = await waitFor(async () => {
+  const stalled = await eventually(async () => {
     const before = sent;
     await new Promise((done) => setTimeout(done, 200));
     pump();
@@ -154,6 +155,6 @@ t.test("a client that never reads holds the upstream back, not gatehouse's memor
   let received = 0;
   ws.on("message", (data: Buffer) => (received += data.length));
   (ws as unknown as { _socket: { resume(): void } })._socket.resume();
-  t.ok(await waitFor(() => received >= sent), "once it reads, every byte arrives");
+  t.ok(await eventually(() => received >= sent), "once it reads, every byte arrives");
   ws.terminate();
 });

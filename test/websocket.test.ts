@@ -11,7 +11,8 @@ import type { RawData } from "ws";
 import { configFor, startTestGatehouse, type TestGatehouse } from "./helpers/gatehouse.js";
 import { metric } from "./helpers/metrics.js";
 import { clientsYaml, obtainToken } from "./helpers/tokens.js";
-import { closed, nextMessage, openWs, startWsUpstream, waitFor } from "./helpers/websocket.js";
+import { eventually } from "./helpers/client.js";
+import { closed, nextMessage, openWs, startWsUpstream } from "./helpers/websocket.js";
 
 const APP = { id: "dashboard", secret: "5d41402abc4b2a76b9719d911017c592", extra: ["plan: live"] };
 const READER = { id: "reader", secret: "7d793037a0760186574b0282f2f435e7", extra: ["plan: live"] };
@@ -88,7 +89,7 @@ t.test(
     const line = await g.logged((entry) => entry.status === 101 && entry.route === "/ws");
     t.match(line, { clientId: APP.id, closedBy: "client", closeReason: "close_frame" });
     t.ok((line.bytesIn as number) > large.length && (line.bytesOut as number) > large.length);
-    t.ok(await waitFor(() => upstream.closes.includes(1000)), "the upstream saw 1000");
+    t.ok(await eventually(() => upstream.closes.includes(1000)), "the upstream saw 1000");
     t.equal(await metric(g, "gatehouse_websocket_connections", { route: "/ws" }), 0);
     t.equal(
       await metric(g, "gatehouse_websocket_closes_total", { route: "/ws", closed_by: "client" }),
@@ -143,7 +144,7 @@ t.test(
     first.ws.close();
     await end;
     t.ok(
-      await waitFor(async () => {
+      await eventually(async () => {
         const again = await openWs(wsUrl("/ws"), bearer(token));
         if (!("ws" in again)) return false;
         again.ws.close();
@@ -234,15 +235,18 @@ t.test(
 
     const { socket: client, received } = rawClient(other.port, t);
     client.write(handshake(token));
-    t.ok(await waitFor(() => received().includes(garbage)), "the bytes reach the client untouched");
+    t.ok(
+      await eventually(() => received().includes(garbage)),
+      "the bytes reach the client untouched",
+    );
     t.match(received().toString("latin1"), /^HTTP\/1\.1 101 Switching Protocols\r\n/);
     // The client ends its half; the upstream, a node:http server's socket (half-open allowed),
     // never ends its own.
     let clientClosed = false;
     client.on("close", () => (clientClosed = true));
     client.end();
-    t.ok(await waitFor(() => upstreamEnded), "the client's end is passed on to the upstream");
-    t.ok(await waitFor(() => clientClosed), "gatehouse closes the connection within 5 s");
+    t.ok(await eventually(() => upstreamEnded), "the client's end is passed on to the upstream");
+    t.ok(await eventually(() => clientClosed), "gatehouse closes the connection within 5 s");
     const line = await other.logged((entry) => entry.status === 101);
     t.match(
       line,
@@ -277,7 +281,7 @@ t.test("bytes sent with the handshake are relayed, counted and followed as frame
   socket.write(Buffer.concat([Buffer.from(handshake(token)), frame]));
   const echoed = Buffer.from([0x81, 2, ...Buffer.from("hi")]);
   t.ok(
-    await waitFor(() => received().includes(echoed)),
+    await eventually(() => received().includes(echoed)),
     "the upstream echoed the frame sent with the handshake",
   );
   t.match(received().toString("latin1"), /^HTTP\/1\.1 101 Switching Protocols\r\n/);

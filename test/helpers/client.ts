@@ -61,7 +61,7 @@ export function json(response: ClientResponse): Record<string, unknown> {
  * with other tests is not taken for a fault.
  */
 export async function eventually(
-  probe: () => Promise<boolean>,
+  probe: () => boolean | Promise<boolean>,
   deadlineMs = 30_000,
 ): Promise<boolean> {
   const end = Date.now() + deadlineMs;

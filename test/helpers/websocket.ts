@@ -2,6 +2,7 @@
 import { createServer, type IncomingMessage, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { WebSocket, WebSocketServer, type RawData } from "ws";
+import { eventually } from "./client.js";
 
 /** A `ws` server behind a node:http server on port 0, recording what it saw. */
 export interface WsUpstream {
@@ -98,23 +99,13 @@ export function closed(ws: WebSocket): Promise<{ code: number; reason: string }>
   );
 }
 
-/** Polls `probe` until it holds (true) or a wide deadline passes (false). */
-export async function waitFor(probe: () => boolean | Promise<boolean>): Promise<boolean> {
-  const end = Date.now() + 30_000;
-  while (Date.now() < end) {
-    if (await probe()) return true;
-    await new Promise((done) => setTimeout(done, 20));
-  }
-  return false;
-}
-
 /**
  * Opens a WebSocket to `url`, trying again while it is refused or its connection is closed
- * unanswered, until one opens or the wide deadline of `waitFor` passes.
+ * unanswered, until one opens or the wide deadline of `eventually` passes.
  */
 export async function untilOpen(url: string): Promise<WebSocket> {
   let ws: WebSocket | undefined;
-  await waitFor(async () => {
+  await eventually(async () => {
     try {
       const opened = await openWs(url);
       if ("ws" in opened) ws = opened.ws;

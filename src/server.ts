@@ -3,8 +3,7 @@
  * stores and forwarders, the config store, the public and admin listeners and the shutdown, each
  * built in a module of its own. No module state: tests start several in one process.
  */
-import type { IncomingMessage } from "node:http";
-import type { AddressInfo, Socket } from "node:net";
+import type { AddressInfo } from "node:net";
 import type { Logger } from "pino";
 import { loadSnapshot, type Snapshot } from "./config/snapshot.js";
 import type { ReloadResult } from "./config/store.js";
@@ -14,6 +13,7 @@ import { createPlainSecrets } from "./tokens/secrets.js";
 import { createLocalMarks } from "./tokens/marks.js";
 import { createIssuerKeys } from "./tokens/issuer-keys.js";
 import { listenOn } from "./http/listen.js";
+import type { UpgradeTaker } from "./http/connections.js";
 import { clientDeadlines, createPublicServer, type ClientTimeouts } from "./http/public-server.js";
 import { createRequestIds } from "./http/request-ids.js";
 import { createTraceIds, type TraceIds } from "./http/trace-context.js";
@@ -72,15 +72,23 @@ export interface Gatehouse {
 }
 
 /** Takes the WebSocket handshakes on the WebSocket routes of the config in force. */
-function webSocketsOf(
-  config: () => Snapshot,
-  entry: Entry,
-): (req: IncomingMessage, socket: Socket, head: Buffer) => boolean {
-  return (req, socket, head) => {
+function webSocketsOf(config: () => Snapshot, entry: Entry): UpgradeTaker {
+  return (req, socket, head, room) => {
     if (!opensWebSocket(config().routes, req)) return false;
-    entry.handleUpgrade(req, socket, head);
+    entry.handleUpgrade(req, socket, head, room);
     return true;
   };
+}
+
+/** The public listener's server, its caps read from the config in force at each connection. */
+function publicServer(config: () => Snapshot, entry: Entry, headersMs: number, services: Services) {
+  return createPublicServer(entry.handle, {
+    headersMs,
+    maxConnections: () => config().file.max_connections,
+    maxWebSockets: () => config().upstream.websocketMaxConnections,
+    now: services.now,
+    upgrade: webSocketsOf(config, entry),
+  });
 }
 
 /** Loads the config (throwing ConfigError if invalid) and starts serving. */
@@ -126,12 +134,7 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
     services,
     () => store.current.spans,
   );
-  const server = createPublicServer(entry.handle, {
-    headersMs: deadlines.headersMs,
-    maxConnections: () => store.current.config.file.max_connections,
-    now: services.now,
-    upgrade: webSocketsOf(() => store.current.config, entry),
-  });
+  const server = publicServer(() => store.current.config, entry, deadlines.headersMs, services);
   const adminListen = options.adminListen ?? first.adminListen;
   const admin = createAdmin(services, () => store.current, adminListen.host);
   try {

@@ -304,6 +304,7 @@ t.test("a fault inside gatehouse", async (t) => {
   const server = createPublicServer(entry.handle, {
     headersMs: 15_000,
     maxConnections: () => 100,
+    maxWebSockets: () => 100,
     now: Date.now,
     upgrade: () => false,
   });

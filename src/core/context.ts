@@ -4,6 +4,7 @@ import type { ClientFacts } from "../http/client-ip.js";
 import type { ErrorCode } from "../http/error-codes.js";
 import type { Route } from "../routes/table.js";
 import type { Socket } from "node:net";
+import type { TakenSocket } from "../http/taken-socket.js";
 
 /** An answer gatehouse gives itself; `body` is sent as JSON unless it is a string or Buffer. */
 export interface Reply {
@@ -56,8 +57,10 @@ export interface ConnectionEnd {
 export interface Upgrade {
   /** The client's connection. */
   readonly socket: Socket;
-  /** Bytes the client sent after the handshake, before the answer. */
-  readonly head: Buffer;
+  /** The connection until the answer: holds the bytes the client sent after the handshake. */
+  readonly taken: TakenSocket;
+  /** Whether the handshake fits under the process's WebSocket cap; refused 503 without. */
+  readonly room: boolean;
   /** The connection's slot among its client's `connections`, given back when it ends. */
   lease: { release(): void } | undefined;
   /** The upstream's 101 went through: the connection is relayed until `end`. */

@@ -7,6 +7,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import type { Clock } from "../clock.js";
 import { http } from "../http/node-http.js";
+import { TakenSocket } from "../http/taken-socket.js";
 import { createAccessLog, type AccessLog } from "../log.js";
 import type { Metrics } from "../metrics.js";
 import type { RequestContext, Stage, Upgrade } from "./context.js";
@@ -25,9 +26,15 @@ export interface Entry {
   readonly handle: (req: IncomingMessage, res: ServerResponse) => void;
   /**
    * A WebSocket handshake on a `websocket: true` route, its connection taken from the HTTP
-   * server with the bytes that followed it (`head`): its answer is written on `socket`.
+   * server with the bytes that followed it (`head`): its answer is written on `socket`. Without
+   * `room` (the WebSocket cap is reached) it is refused.
    */
-  readonly handleUpgrade: (req: IncomingMessage, socket: Socket, head: Buffer) => void;
+  readonly handleUpgrade: (
+    req: IncomingMessage,
+    socket: Socket,
+    head: Buffer,
+    room: boolean,
+  ) => void;
   /** Requests whose response has not closed yet. */
   inFlight(): number;
   /** Resolves once no request is in flight (one waiter: the drain). */
@@ -41,18 +48,21 @@ export interface Entry {
 function upgradeHandler(
   start: (req: IncomingMessage, res: ServerResponse, upgrade: Upgrade) => RequestContext,
   complete: (ctx: RequestContext) => void,
+  clock: Clock,
 ): Entry["handleUpgrade"] {
-  return (req, socket, head) => {
+  return (req, socket, head, room) => {
     // The HTTP server's keep-alive timer may still run from the answer before; a connection that
     // becomes a WebSocket has deadlines of its own.
     socket.setTimeout(0);
+    const taken = new TakenSocket(socket, head, clock);
     const res = new http.ServerResponse(req);
     res.shouldKeepAlive = false;
     res.assignSocket(socket);
-    res.on("finish", () => socket.end());
+    res.on("finish", () => taken.closeAfterAnswer());
     const upgrade: Upgrade = {
       socket,
-      head,
+      taken,
+      room,
       lease: undefined,
       relaying: false,
       end: undefined,
@@ -125,7 +135,7 @@ export function createEntry(
   const handle = (req: IncomingMessage, res: ServerResponse): void => {
     start(req, res, undefined);
   };
-  const handleUpgrade = upgradeHandler(start, complete);
+  const handleUpgrade = upgradeHandler(start, complete, clock);
   return {
     handle,
     handleUpgrade,

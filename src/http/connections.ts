@@ -4,6 +4,12 @@
  * in order, as nginx, HAProxy and Envoy do, and nothing read after an answer that closes the
  * connection is handled. Open connections are capped: at the cap, the connection idle the longest
  * is closed to make room, and without an idle one the new connection is closed unanswered.
+ *
+ * Each connection is owned here from accept to close, whichever of its states it is in: read by
+ * Node's parser, taken at the `upgrade` event, handed back to the parser, a WebSocket. Node drops
+ * its own listeners when it hands a socket over at `upgrade`; the listeners put on at accept stay
+ * until the socket closes, so a reset in any state ends that connection only, and a connection
+ * handed back is never admitted, nor listened to, a second time.
  */
 import type { IncomingMessage, Server, ServerResponse } from "node:http";
 import type { Socket } from "node:net";
@@ -46,12 +52,25 @@ export interface ManagedConnections {
 
 /** The open connections, and those of them with no request in progress. */
 interface Registry {
+  /** Connections counted against `max_connections`: every one but the WebSockets. */
   readonly open: Map<Socket, Connection>;
   /** The longest idle first (a Set keeps insertion order). */
   readonly idle: Set<Connection>;
+  /** WebSocket connections, from their handshake on: counted apart, against their own cap. */
+  readonly websockets: Set<Socket>;
 }
 
-// Drops a connection that is closed or handed back: nothing more is handled on it.
+/** Marks a socket this registry owns, so that a connection handed back is not admitted again. */
+const OWNED = Symbol("gatehouse.owned");
+type OwnedSocket = Socket & { [OWNED]?: true };
+
+// Every owned socket's error listener, for its whole life. Node's parser reports a client's errors
+// while it reads the connection, and the relay while it relays one; in between (taken at the
+// `upgrade` event, waiting for an answer owed, closing) an error without a listener would end the
+// process. The error is followed by `close`, which is where a connection is let go of.
+function ignoreError(): void {}
+
+// Drops a connection that is closed or closing: nothing more is handled on it.
 function forget(registry: Registry, connection: Connection): void {
   registry.open.delete(connection.socket);
   registry.idle.delete(connection);
@@ -60,7 +79,9 @@ function forget(registry: Registry, connection: Connection): void {
 }
 
 // Registers a new connection; at the cap, the oldest idle one makes room, or the new one is closed.
-function admit(registry: Registry, socket: Socket, maxConnections: number): void {
+function admit(registry: Registry, socket: OwnedSocket, maxConnections: number): void {
+  socket[OWNED] = true;
+  socket.on("error", ignoreError);
   if (registry.open.size >= maxConnections) {
     // Like nginx's reusable connections: one that waits for a request loses nothing but its
     // place, and a client reconnects (RFC 9112 §9.3.1 lets either side close an idle one).
@@ -83,7 +104,10 @@ function admit(registry: Registry, socket: Socket, maxConnections: number): void
   };
   registry.open.set(socket, connection);
   registry.idle.add(connection);
-  socket.once("close", () => forget(registry, connection));
+  socket.once("close", () => {
+    forget(registry, connection);
+    registry.websockets.delete(socket);
+  });
 }
 
 // Puts a request behind the one being answered.
@@ -115,20 +139,40 @@ function closeAfterAnswers(connection: Connection, close: () => void): void {
   connection.socket.pause();
 }
 
+/** The caps on a server's connections, read at every connection and handshake (a reload changes them). */
+export interface ConnectionCaps {
+  /** Connections other than WebSockets. */
+  readonly maxConnections: () => number;
+  /** WebSocket connections, from their handshake on. */
+  readonly maxWebSockets: () => number;
+}
+
 /**
- * Takes over `server`'s connections: `handle` runs for one request of a connection at a time.
- * `maxConnections` is read at every accepted connection, so a reload changes it.
+ * Takes a request handed over for its Upgrade field, with the bytes read after it: true when it is
+ * a WebSocket handshake, which then owns the connection's reading and answer; false to have it
+ * served as plain HTTP. `room` says whether the handshake fits under the WebSocket cap.
  */
+export type UpgradeTaker = (
+  req: IncomingMessage,
+  socket: Socket,
+  rest: Buffer,
+  room: boolean,
+) => boolean;
+
+/** Takes over `server`'s connections: `handle` runs for one request of a connection at a time. */
 export function manageConnections(
   server: Server,
   handle: Handler,
-  maxConnections: () => number,
-  upgrade: (req: IncomingMessage, socket: Socket, rest: Buffer) => boolean,
+  caps: ConnectionCaps,
+  upgrade: UpgradeTaker,
 ): ManagedConnections {
-  const registry: Registry = { open: new Map(), idle: new Set() };
-  const { open, idle } = registry;
+  const registry: Registry = { open: new Map(), idle: new Set(), websockets: new Set() };
+  const { open, idle, websockets } = registry;
 
-  server.on("connection", (socket: Socket) => admit(registry, socket, maxConnections()));
+  // A connection handed back to be served as plain HTTP comes here again: it is owned already.
+  server.on("connection", (socket: OwnedSocket) => {
+    if (socket[OWNED] !== true) admit(registry, socket, caps.maxConnections());
+  });
 
   function start(connection: Connection, req: IncomingMessage, res: ServerResponse): void {
     connection.current = res;
@@ -164,27 +208,39 @@ export function manageConnections(
     }
   }
 
-  // Node hands over a connection at a request carrying Upgrade; once the answers owed before
-  // that request are written, a WebSocket handshake on a WebSocket route keeps it, and any other
-  // is given back to be served as plain HTTP. Read behind an answer that closes (the connection
-  // is then forgotten or no longer accepting), it is dropped like any other request.
+  // Node hands over a connection at a request carrying Upgrade, and its parser no longer reads
+  // it. Once the answers owed before that request are written, a WebSocket handshake on a
+  // WebSocket route keeps it, and any other is given back to be served as plain HTTP. Read behind
+  // an answer that closes (the connection is then forgotten or no longer accepting), it is
+  // dropped like any other request, and that answer ends the connection.
   server.on("upgrade", (req: IncomingMessage, socket: Socket, rest: Buffer) => {
     const connection = open.get(socket);
     if (connection === undefined || !connection.accepting) return;
-    const takeBack = (): void => {
-      if (!socket.destroyed && upgrade(req, socket, rest)) {
-        // A WebSocket keeps its place among the open connections until it closes, as nginx
-        // counts an upgraded connection in `worker_connections`; it is never idle, so never
-        // closed to make room.
-        connection.accepting = false;
+    // Nothing more is read from it as a request, and it is not resumed, until one of the two.
+    connection.accepting = false;
+    const takeOver = (): void => {
+      connection.then = undefined;
+      if (socket.destroyed) return;
+      const room = websockets.size < caps.maxWebSockets();
+      if (upgrade(req, socket, rest, room)) {
         idle.delete(connection);
+        // A WebSocket is counted apart until it closes, so open WebSockets never lock plain
+        // requests out; one refused for want of room stays among the other connections until
+        // its refusal has closed it.
+        if (room) {
+          open.delete(socket);
+          websockets.add(socket);
+        }
         return;
       }
-      forget(registry, connection);
-      if (!socket.destroyed) serveAsPlainHttp(server, req, socket, rest);
+      // Served as plain HTTP: the same connection, read by a new parser.
+      connection.accepting = true;
+      connection.paused = false;
+      idle.add(connection);
+      serveAsPlainHttp(server, req, socket, rest);
     };
-    if (connection.current === undefined) takeBack();
-    else connection.then = takeBack;
+    if (connection.current === undefined) takeOver();
+    else connection.then = takeOver;
   });
 
   const afterPending: AfterPending = (socket, close) => {

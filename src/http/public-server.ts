@@ -4,10 +4,9 @@
  * timeouts.
  */
 import type { IncomingMessage, Server, ServerResponse } from "node:http";
-import type { Socket } from "node:net";
 import { http } from "./node-http.js";
 import { createClientErrorHandler } from "./client-errors.js";
-import { manageConnections } from "./connections.js";
+import { manageConnections, type UpgradeTaker } from "./connections.js";
 
 /** Deadlines for slow clients (a slowloris holds connections otherwise), in milliseconds. */
 export interface ClientTimeouts {
@@ -40,18 +39,20 @@ export interface PublicServerOptions {
   readonly headersMs: number;
   /** Read at every accepted connection, so a reload changes it. */
   readonly maxConnections: () => number;
+  /** Open WebSocket connections at most, read at every handshake. */
+  readonly maxWebSockets: () => number;
   readonly now: () => number;
   /**
    * Takes a request handed over for its Upgrade field (a WebSocket handshake on a WebSocket
    * route), or declines it with false: it is then served as plain HTTP.
    */
-  readonly upgrade: (req: IncomingMessage, socket: Socket, head: Buffer) => boolean;
+  readonly upgrade: UpgradeTaker;
 }
 
 /** Creates the public server; `handle` runs for one request of a connection at a time. */
 export function createPublicServer(
   handle: (req: IncomingMessage, res: ServerResponse) => void,
-  { headersMs, maxConnections, now, upgrade }: PublicServerOptions,
+  { headersMs, maxConnections, maxWebSockets, now, upgrade }: PublicServerOptions,
 ): Server {
   const server = http.createServer({
     headersTimeout: headersMs,
@@ -62,7 +63,12 @@ export function createPublicServer(
     // The framing stage answers a missing Host itself, with a JSON body like every other error.
     requireHostHeader: false,
   });
-  const { onRequest, afterPending } = manageConnections(server, handle, maxConnections, upgrade);
+  const { onRequest, afterPending } = manageConnections(
+    server,
+    handle,
+    { maxConnections, maxWebSockets },
+    upgrade,
+  );
   server.on("request", onRequest);
   // Node's own parser errors, header overflow and timeouts get JSON bodies too.
   server.on("clientError", createClientErrorHandler(now, afterPending));

@@ -21,4 +21,6 @@ export interface UpstreamSettings {
   readonly keepUnderscoreHeaders: boolean;
   /** A WebSocket connection with no frame either way for this long is closed. */
   readonly websocketIdleMs: number;
+  /** Open WebSocket connections of the process at most (their own cap, apart from HTTP's). */
+  readonly websocketMaxConnections: number;
 }

@@ -128,16 +128,29 @@ export class Relay {
   }
 
   private passed(direction: Direction, chunk: Buffer): void {
-    if (direction.done) return;
     this.lastActive = this.options.clock.monotonic();
+    if (direction.done) {
+      // gatehouse's close frame went this way: nothing more is relayed, but the frames are still
+      // followed, for the other side's close frame.
+      this.follow(direction, chunk, 0);
+      return;
+    }
+    const { cursor } = direction;
     let bytes = chunk;
+    let cut = -1;
     if (this.closing !== undefined) {
       // Only the rest of the frame under way goes on; then gatehouse's close frame.
-      const cut = direction.cursor.advance(chunk, 0, false);
+      cut = cursor.advance(chunk, 0, false);
       if (cut !== -1) bytes = chunk.subarray(0, cut);
     } else {
-      direction.cursor.advance(chunk);
-      if (direction.cursor.closeSent) this.ended(direction, "close_frame");
+      const closedBefore = cursor.closeSent;
+      cursor.advance(chunk);
+      if (cursor.closeSent && !closedBefore) {
+        this.ended(direction, "close_frame");
+        // RFC 6455 §7.1.1: the other side answers with a close frame of its own; a close left
+        // unanswered ends the connection within CLOSING_MS.
+        this.closeSoon();
+      }
     }
     this.count(direction, bytes.length);
     const { from, to } = direction;
@@ -145,7 +158,18 @@ export class Relay {
       from.pause();
       to.once("drain", () => from.resume());
     }
-    if (this.closing !== undefined && direction.cursor.atBoundary) this.sendClose(direction);
+    if (this.closing !== undefined && cursor.atBoundary) {
+      this.sendClose(direction);
+      if (cut !== -1 && cut < chunk.length) this.follow(direction, chunk, cut);
+    } else if (cursor.closeSent) {
+      this.settle();
+    }
+  }
+
+  // Follows bytes of `direction` that are not relayed, from `at` on.
+  private follow(direction: Direction, chunk: Buffer, at: number): void {
+    direction.cursor.advance(chunk, at);
+    this.settle();
   }
 
   private count(direction: Direction, bytes: number): void {
@@ -154,11 +178,32 @@ export class Relay {
     this.options.counted(direction.name, bytes);
   }
 
+  // gatehouse's close frame goes this way, unless the other side's own close frame went already:
+  // a side never gets a second one (RFC 6455 §5.5.1). Nothing more is relayed this way.
   private sendClose(direction: Direction): void {
     const { closing } = this;
     if (closing === undefined || direction.done) return;
     direction.done = true;
-    direction.to.end(closeFrame(closing.code, closing.words, direction.masked));
+    if (!direction.cursor.closeSent) {
+      direction.to.write(closeFrame(closing.code, closing.words, direction.masked));
+    }
+    this.settle();
+  }
+
+  // A side that has been sent a close frame and has sent its own has closed its WebSocket
+  // (RFC 6455 §7.1.1): its TCP connection ends then, and not before, so it reads the close frame
+  // before the FIN.
+  private settle(): void {
+    for (const [toward, from] of [
+      [this.out, this.in],
+      [this.in, this.out],
+    ] as const) {
+      const side = toward.to;
+      const closedToward = toward.done || toward.cursor.closeSent;
+      if (closedToward && from.cursor.closeSent && !side.writableEnded && !side.destroyed) {
+        side.end();
+      }
+    }
   }
 
   // The first side to close says who closed the connection, and how.

@@ -28,6 +28,8 @@ export function isWebSocketHandshake(method: string | undefined, upgrade: unknow
  * on a `websocket: true` route of `routes`; any other is served as plain HTTP.
  */
 export function opensWebSocket(routes: RouteTable, req: IncomingMessage): boolean {
+  // RFC 9110 §7.8: a server ignores Upgrade in an HTTP/1.0 request.
+  if (req.httpVersion !== "1.1") return false;
   if (!isWebSocketHandshake(req.method, req.headers.upgrade)) return false;
   const target = canonicalTarget(req.url ?? "");
   if (typeof target === "string") return false;
@@ -75,6 +77,7 @@ export function switchProtocols(
   const { socket } = upgrade;
   const { metrics, clock } = deps.services;
   const route = ctx.route?.pattern ?? "-";
+  const held = upgrade.taken.take();
   socket.write(switchingHead(ctx, fields, deps.services.lifecycle), "latin1");
   metrics.websocketConnections.inc({ route });
   const bytes = {
@@ -95,7 +98,8 @@ export function switchProtocols(
   });
   // Bytes the client sent before the 101 (RFC 6455 asks it to wait) go through the relay too:
   // counted, and followed among the client's frames like every later byte.
-  if (upgrade.head.length > 0) relay.fromClient(upgrade.head);
+  if (held.length > 0) relay.fromClient(held);
+  socket.resume();
   upgrade.relaying = true;
   const connection = {
     relay,

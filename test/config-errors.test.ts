@@ -71,6 +71,10 @@ const expected: Record<string, string[]> = {
     "10:11 clients[0].plan: names no plan; known plans: standard",
     '18:11 routes[0].cost: is 6, above client "reporting"\'s rate limit "default" (5 per 1s): its requests to this route can never be served',
   ],
+  "health-admin-path.yaml": [
+    "4:18 health.liveness_path: is a path of the admin API, which serves the health paths too",
+    "5:19 health.readiness_path: is a path of the admin API, which serves the health paths too",
+  ],
   "hs256-key-file.yaml": [
     "6:15 tokens.signing.key_file: is for EdDSA and ES256; HS256 uses secret_env",
   ],

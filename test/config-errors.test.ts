@@ -1,4 +1,6 @@
-import { readdir } from "node:fs/promises";
+import { mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import t from "tap";
 import { checkConfigFixtures } from "./helpers/config-fixtures.js";
 import { parseConfigText } from "../src/config/load.js";
@@ -198,6 +200,7 @@ const expected: Record<string, string[]> = {
   "unknown-key.yaml": [
     '3:3 upstream.timout: unknown key; did you mean "timeout"? (allowed here: url, timeout, max_sockets, idle_timeout, server_name, identity_header, issuer_header, scopes_header, forward_authorization, websocket, underscore_headers)',
   ],
+  "websocket-max-connections.yaml": ["4:22 upstream.websocket.max_connections: must be at least 1"],
   "window-too-long.yaml": ["5:39 plans.yearly.rate_limit.window: must be at most 366d"],
   "unknown-key-unicode.yaml": [
     "1:43 upstream.délai😀: unknown key (allowed here: url, timeout, max_sockets, idle_timeout, server_name, identity_header, issuer_header, scopes_header, forward_authorization, websocket, underscore_headers)",
@@ -268,6 +271,21 @@ routes:
     );
   },
 );
+
+t.test("upstream.websocket.max_connections: 512 when not set, else as set", async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), "gatehouse-websocket-cap-"));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  const path = join(dir, "proxy.config.yaml");
+  for (const [websocket, expected] of [
+    ["", 512],
+    ["  websocket:\n    max_connections: 1\n", 1],
+  ] as const) {
+    await writeFile(path, `upstream:\n  url: http://127.0.0.1:3000\n${websocket}`);
+    const snapshot = await loadSnapshot(path, { env: {} });
+    t.equal(snapshot.upstream.websocketMaxConnections, expected);
+    t.equal(snapshot.file.upstream.websocket.max_connections, expected);
+  }
+});
 
 t.test("an assertion_max_lifetime of 1d, the longest, is accepted", async (t) => {
   const parsed = parseConfigText(

@@ -171,6 +171,7 @@ export async function buildSnapshot(
       maxSockets: file.upstream.max_sockets,
       idleTimeoutMs: durationMs(file.upstream.idle_timeout),
       websocketIdleMs: durationMs(file.upstream.websocket.idle_timeout),
+      websocketMaxConnections: file.upstream.websocket.max_connections,
       serverName: file.upstream.server_name === "" ? undefined : file.upstream.server_name,
       identityHeader: file.upstream.identity_header.toLowerCase(),
       scopesHeader: file.upstream.scopes_header.toLowerCase(),

@@ -21,4 +21,9 @@ export interface UpstreamSettings {
   readonly keepUnderscoreHeaders: boolean;
   /** A WebSocket connection with no frame either way for this long is closed. */
   readonly websocketIdleMs: number;
+  /**
+   * `upstream.websocket.max_connections`: open WebSocket connections of this process, counted
+   * apart from `max_connections`.
+   */
+  readonly websocketMaxConnections: number;
 }

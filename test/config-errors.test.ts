@@ -1,4 +1,6 @@
-import { readdir } from "node:fs/promises";
+import { mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import t from "tap";
 import { checkConfigFixtures } from "./helpers/config-fixtures.js";
 import { parseConfigText } from "../src/config/load.js";
@@ -70,6 +72,10 @@ const expected: Record<string, string[]> = {
     "9:17 clients[0].secret_env: names REPORTING_SECRET_NOT_SET, which is not set",
     "10:11 clients[0].plan: names no plan; known plans: standard",
     '18:11 routes[0].cost: is 6, above client "reporting"\'s rate limit "default" (5 per 1s): its requests to this route can never be served',
+  ],
+  "health-admin-path.yaml": [
+    "4:18 health.liveness_path: is a path of the admin API, which serves the health paths too",
+    "5:19 health.readiness_path: is a path of the admin API, which serves the health paths too",
   ],
   "hs256-key-file.yaml": [
     "6:15 tokens.signing.key_file: is for EdDSA and ES256; HS256 uses secret_env",
@@ -194,6 +200,7 @@ const expected: Record<string, string[]> = {
   "unknown-key.yaml": [
     '3:3 upstream.timout: unknown key; did you mean "timeout"? (allowed here: url, timeout, max_sockets, idle_timeout, server_name, identity_header, issuer_header, scopes_header, forward_authorization, websocket, underscore_headers)',
   ],
+  "websocket-max-connections.yaml": ["4:22 upstream.websocket.max_connections: must be at least 1"],
   "window-too-long.yaml": ["5:39 plans.yearly.rate_limit.window: must be at most 366d"],
   "unknown-key-unicode.yaml": [
     "1:43 upstream.délai😀: unknown key (allowed here: url, timeout, max_sockets, idle_timeout, server_name, identity_header, issuer_header, scopes_header, forward_authorization, websocket, underscore_headers)",
@@ -264,6 +271,21 @@ routes:
     );
   },
 );
+
+t.test("upstream.websocket.max_connections: 512 when not set, else as set", async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), "gatehouse-websocket-cap-"));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  const path = join(dir, "proxy.config.yaml");
+  for (const [websocket, expected] of [
+    ["", 512],
+    ["  websocket:\n    max_connections: 1\n", 1],
+  ] as const) {
+    await writeFile(path, `upstream:\n  url: http://127.0.0.1:3000\n${websocket}`);
+    const snapshot = await loadSnapshot(path, { env: {} });
+    t.equal(snapshot.upstream.websocketMaxConnections, expected);
+    t.equal(snapshot.file.upstream.websocket.max_connections, expected);
+  }
+});
 
 t.test("an assertion_max_lifetime of 1d, the longest, is accepted", async (t) => {
   const parsed = parseConfigText(

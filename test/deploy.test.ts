@@ -100,11 +100,20 @@ t.test("the application's container keeps its own security settings", async (t) 
   );
 });
 
-t.test("probes use gatehouse's health paths on its port", async (t) => {
+/** The port of a `HOST:PORT` listen address. */
+const portOf = (address: string): number => Number(address.slice(address.lastIndexOf(":") + 1));
+
+t.test("probes use gatehouse's health paths on its admin port", async (t) => {
   const probes = gatehouseContainer as Container & Record<string, { httpGet?: Json }>;
-  t.match(probes.readinessProbe?.httpGet, { path: kubeConfig.health.readiness_path, port: "http" });
-  t.match(probes.livenessProbe?.httpGet, { path: kubeConfig.health.liveness_path, port: "http" });
-  t.match(probes.startupProbe?.httpGet, { path: kubeConfig.health.liveness_path });
+  const { liveness_path: liveness, readiness_path: readiness } = kubeConfig.health;
+  t.strictSame(probes.readinessProbe?.httpGet, { path: readiness, port: "admin" });
+  t.strictSame(probes.livenessProbe?.httpGet, { path: liveness, port: "admin" });
+  t.strictSame(probes.startupProbe?.httpGet, { path: liveness, port: "admin" });
+  // A full public port closes new connections unanswered; the admin port keeps answering.
+  const ports = gatehouseContainer.ports as Array<{ name: string; containerPort: number }>;
+  const admin = ports.find((p) => p.name === "admin");
+  t.equal(admin?.containerPort, portOf(kubeConfig.admin_listen), "the port admin_listen binds");
+  t.not(admin?.containerPort, portOf(kubeConfig.listen), "not the public one");
 });
 
 t.test("the application outlives gatehouse's drain, within the grace period", async (t) => {
@@ -308,6 +317,22 @@ async function startReplicas(
   return replicas;
 }
 
+/** The compose healthcheck's command, as `node` would run it. */
+function composeHealthcheck(): string[] {
+  const service = gatehouseServices[0]?.[1] as { healthcheck?: { test?: string[] } };
+  return service.healthcheck?.test ?? [];
+}
+
+t.test("compose: the healthcheck asks the admin port's liveness path", async (t) => {
+  const [form, binary, flag, script] = composeHealthcheck();
+  t.strictSame([form, binary, flag], ["CMD", "node", "-e"], "no binary but node");
+  const url = new URL(/fetch\('([^']+)'\)/.exec(script ?? "")?.[1] ?? "http://-");
+  t.equal(url.hostname, "127.0.0.1", "asked inside the container, on its loopback");
+  t.equal(Number(url.port), portOf(composeConfig.file.admin_listen), "admin_listen's port");
+  t.not(Number(url.port), portOf(composeConfig.file.listen), "not the public one");
+  t.equal(url.pathname, composeConfig.file.health.liveness_path);
+});
+
 t.test("compose: two replicas of the example; a token from one is good on the other", async (t) => {
   const redis = await startTestRedis();
   t.teardown(() => redis.close());
@@ -330,6 +355,11 @@ t.test("compose: two replicas of the example; a token from one is good on the ot
       "no warning: the key is shared",
     );
   }
+  // The healthcheck, aimed at this replica's admin listener: it has the admin token set.
+  const probe = composeHealthcheck()
+    .slice(2)
+    .map((arg) => arg.replace("127.0.0.1:9901", new URL(first.adminUrl).host));
+  t.equal(spawnSync(process.execPath, probe).status, 0, "the healthcheck passes without a token");
 });
 
 t.test("kubernetes: the ConfigMap's config serves with the key the Secret mounts", async (t) => {
@@ -343,6 +373,10 @@ t.test("kubernetes: the ConfigMap's config serves with the key the Secret mounts
   });
   t.equal(answer.status, 200);
   t.equal((await fetch(`${replica.url}${kubeConfig.health.readiness_path}`)).status, 200);
+  for (const path of [kubeConfig.health.liveness_path, kubeConfig.health.readiness_path]) {
+    const probe = await fetch(`${replica.adminUrl}${path}`);
+    t.equal(probe.status, 200, `the probes' ${path} on the admin port, without the token`);
+  }
   t.equal((await fetch(`${replica.adminUrl}/metrics`)).status, 200, "scraped without a token");
   t.equal((await fetch(`${replica.adminUrl}/config`)).status, 401, "/config needs the token");
   const withToken = await fetch(`${replica.adminUrl}/config`, {

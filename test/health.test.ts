@@ -1,7 +1,11 @@
-/** Liveness and readiness (docs/operations.md): answered by gatehouse itself, never forwarded. */
+/**
+ * Liveness and readiness (docs/operations.md): answered by gatehouse itself, never forwarded, on
+ * the public listener and on the admin listener alike.
+ */
 import t from "tap";
-import { json, send } from "./helpers/client.js";
-import { startTestGatehouse } from "./helpers/gatehouse.js";
+import { eventually, json, send, type ClientResponse } from "./helpers/client.js";
+import { configFor, startTestGatehouse } from "./helpers/gatehouse.js";
+import { open, untilClosed } from "./helpers/pipeline.js";
 import { startUpstream } from "./helpers/upstream.js";
 
 const upstream = await startUpstream();
@@ -54,6 +58,109 @@ t.test("liveness and readiness while serving", async (t) => {
   t.equal(upstream.received.at(-1)?.url, "/healthz/x");
 });
 
+/**
+ * What a probe reads of an answer: its status, the headers that matter, its body. Every admin
+ * answer is `no-store`, the public 405 is not: that header is compared only where it matters.
+ */
+function seen(answer: ClientResponse, method: string) {
+  return {
+    status: answer.status,
+    cacheControl: method === "GET" || method === "HEAD" ? answer.headers["cache-control"] : "-",
+    allow: answer.headers.allow,
+    body: answer.body.length === 0 ? "" : json(answer),
+  };
+}
+
+t.test("the admin listener answers the health paths as the public one does", async (t) => {
+  const token = "health-test-admin-token";
+  const gh = await startTestGatehouse(config("admin_token_env: HEALTH_TEST_ADMIN_TOKEN\n"), {
+    env: { HEALTH_TEST_ADMIN_TOKEN: token },
+  });
+  t.teardown(() => gh.close());
+  for (const [method, path] of [
+    ["GET", "/healthz"],
+    ["GET", "/readyz?verbose=1"],
+    ["HEAD", "/healthz"],
+    ["HEAD", "/readyz"],
+    ["POST", "/healthz"],
+    ["DELETE", "/readyz"],
+  ] as const) {
+    const expected = seen(await send(`${gh.url}${path}`, { method }), method);
+    t.strictSame(
+      seen(await send(`${gh.adminUrl}${path}`, { method }), method),
+      expected,
+      `${method} ${path}`,
+    );
+  }
+  t.strictSame(json(await send(`${gh.adminUrl}/readyz`)), { status: "ready" });
+  t.equal(
+    (await send(`${gh.adminUrl}/config`)).status,
+    401,
+    "with admin_token_env set, the probes above needed no token and /config still does",
+  );
+});
+
+t.test("the admin listener follows the configured health paths", async (t) => {
+  const gh = await startTestGatehouse(
+    config("health:\n  liveness_path: /live\n  readiness_path: /ready\n"),
+  );
+  t.teardown(() => gh.close());
+  t.strictSame(json(await send(`${gh.adminUrl}/live`)), { status: "ok" });
+  t.strictSame(json(await send(`${gh.adminUrl}/ready`)), { status: "ready" });
+  t.equal((await send(`${gh.adminUrl}/healthz`)).status, 404, "the default path is not one now");
+});
+
+t.test("the admin listener asks for a Host naming it, probes included", async (t) => {
+  const gh = await startTestGatehouse(config());
+  t.teardown(() => gh.close());
+  const foreign = await send(`${gh.adminUrl}/healthz`, { headers: { host: "rebound.example" } });
+  t.equal(foreign.status, 421);
+  const podIp = await send(`${gh.adminUrl}/healthz`, { headers: { host: "10.1.2.3:9901" } });
+  t.equal(podIp.status, 200, "the kubelet's Host, the pod's IP, is answered");
+});
+
+t.test(
+  "a public listener with every connection busy: the admin listener still answers",
+  async (t) => {
+    // The upstream holds every request until the test lets it go.
+    const held: Array<() => void> = [];
+    const holding = await startUpstream((_req, res) => held.push(() => res.end("{}")));
+    const gh = await startTestGatehouse(
+      configFor(
+        holding.url,
+        "max_connections: 2\nroutes:\n  - path: /v1/*\n    methods: [GET]\n    auth: none\n",
+      ),
+    );
+    t.teardown(async () => {
+      for (const answer of held.splice(0)) answer();
+      await gh.close();
+      await holding.close();
+    });
+    const busy = [await open(gh.port), await open(gh.port)];
+    const answered = busy.map((socket) => untilClosed(socket));
+    for (const socket of busy)
+      socket.write("GET /v1/held HTTP/1.1\r\nHost: gatehouse.test\r\n\r\n");
+    t.ok(
+      await eventually(() => held.length === 2),
+      "both requests reach the upstream and wait there",
+    );
+
+    const third = await open(gh.port);
+    const refused = untilClosed(third);
+    third.write("GET /healthz HTTP/1.1\r\nHost: gatehouse.test\r\n\r\n");
+    t.equal(await refused, "", "the public listener is full: its probe is closed unanswered");
+
+    const live = await send(`${gh.adminUrl}/healthz`);
+    t.equal(live.status, 200, "/healthz on the admin port");
+    t.strictSame(json(live), { status: "ok" });
+    t.equal((await send(`${gh.adminUrl}/readyz`)).status, 200, "/readyz on the admin port");
+
+    for (const answer of held.splice(0)) answer();
+    for (const socket of busy) socket.end();
+    for (const text of await Promise.all(answered)) t.match(text, /^HTTP\/1\.1 200 /);
+  },
+);
+
 t.test("the health paths come from the config", async (t) => {
   const gh = await startTestGatehouse(
     config("health:\n  liveness_path: /live\n  readiness_path: /ready\n"),
@@ -84,6 +191,14 @@ t.test("while draining: /readyz 503 with Connection: close, /healthz still 200",
   const live = await send(`${gh.url}/healthz`);
   t.equal(live.status, 200, "the process is still alive");
   t.equal(live.headers.connection, "close");
+
+  const adminReady = await send(`${gh.adminUrl}/readyz`);
+  t.equal(adminReady.status, 503, "the admin listener says not ready too");
+  t.strictSame(json(adminReady), json(ready));
+  t.equal(adminReady.headers["cache-control"], "no-store");
+  const adminLive = await send(`${gh.adminUrl}/healthz`);
+  t.equal(adminLive.status, 200);
+  t.strictSame(json(adminLive), { status: "ok" });
 
   const forwarded = await send(`${gh.url}/v1/items`);
   t.equal(forwarded.status, 200, "requests during the delay are still served");

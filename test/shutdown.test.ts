@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { request as httpRequest } from "node:http";
 import t from "tap";
 import { startCli, type CliProcess } from "./helpers/cli.js";
-import { eventually, send, type ClientResponse } from "./helpers/client.js";
+import { eventually, json, send, type ClientResponse } from "./helpers/client.js";
 import { startTestGatehouse } from "./helpers/gatehouse.js";
 import { startUpstream } from "./helpers/upstream.js";
 
@@ -98,6 +98,11 @@ t.test("SIGTERM: not ready, stop accepting, finish the request in flight, exit 0
   );
   t.ok(await eventually(() => refuses(cli.url), DEADLINE_MS), "new connections are refused");
   t.equal(cli.child.exitCode, null, "the process waits for the request in flight");
+  // The public listener is closed; the admin listener answers the probes until the drain ends.
+  const ready = await send(`${cli.adminUrl}/readyz`);
+  t.equal(ready.status, 503, "/readyz on the admin port answers 503 while draining");
+  t.match(json(ready), { error: "not_ready" });
+  t.equal((await send(`${cli.adminUrl}/healthz`)).status, 200, "and /healthz 200");
 
   releases.at(-1)?.();
   const res = await inFlight;

@@ -75,6 +75,7 @@ function computedDefaults(config: Snapshot): unknown {
   const { file } = config;
   const { redis } = file.limits;
   const oneServer = redis.cluster.length === 0 && redis.sentinel.nodes.length === 0;
+  const { anonymous } = file.plans;
   return {
     ...file,
     tokens: { ...file.tokens, verify_concurrency: config.tokens.verifyConcurrency },
@@ -84,6 +85,14 @@ function computedDefaults(config: Snapshot): unknown {
       default_scopes: client.default_scopes ?? client.scopes,
       resources: client.resources ?? [file.tokens.audience],
     })),
+    // The anonymous plan's `connections` has a default the other plans' have not.
+    plans:
+      anonymous === undefined
+        ? file.plans
+        : {
+            ...file.plans,
+            anonymous: { ...anonymous, connections: config.limits.anonymous?.connections },
+          },
     limits: {
       ...file.limits,
       redis: { ...redis, url: redis.url ?? (oneServer ? DEFAULT_REDIS_URL : undefined) },

@@ -15,6 +15,7 @@ import { fieldLines } from "../http/field-lines.js";
 import { publicConfig } from "./config-view.js";
 import { limitsAdmin, type AdminAnswer, type LimitsAdminDeps } from "./limits.js";
 import { packageVersion } from "./version.js";
+import { healthAnswer } from "../stages/health.js";
 
 /** One admin route. */
 export interface AdminRoute {
@@ -144,11 +145,15 @@ function misdirection(req: IncomingMessage, names: readonly string[]): AdminAnsw
   );
 }
 
-/** The admin listener's server (not yet listening), answering from `routes`. */
+/**
+ * The admin listener's server (not yet listening), answering from `routes`. `probe` answers the
+ * health paths first, for any method and without the admin token: the kubelet sends none.
+ */
 export function createAdminServer(
   routes: readonly AdminRoute[],
   log: Logger,
   access: AdminAccess,
+  probe: (path: string, method: string | undefined) => AdminAnswer | undefined,
 ): Server {
   // Node's own Host check is off so that its 400 has a JSON body like every other answer.
   return http.createServer({ requireHostHeader: false }, (req, res) => {
@@ -160,6 +165,11 @@ export function createAdminServer(
     const target = req.url ?? "/";
     const query = target.indexOf("?");
     const path = query === -1 ? target : target.slice(0, query);
+    const probed = probe(path, req.method);
+    if (probed !== undefined) {
+      sendAnswer(res, probed);
+      return;
+    }
     // HEAD is answered as GET is; Node leaves the body out.
     const method = req.method === "HEAD" ? "GET" : (req.method ?? "GET");
     const found = routes.flatMap((route) => {
@@ -203,10 +213,12 @@ export function createAdminServer(
 
 /**
  * The admin listener's server (not yet listening) for a running gatehouse: `current` gives the
- * runtime in force (its snapshot and limiter store), `host` is where the listener is bound.
+ * runtime in force (its snapshot and limiter store), `host` is where the listener is bound. It
+ * also answers the health paths as the public listener does, so a public listener whose every
+ * connection is taken still answers the probes here.
  */
 export function createAdmin(
-  { log, metrics, now }: Pick<Services, "log" | "metrics" | "now">,
+  { log, metrics, now, lifecycle }: Pick<Services, "log" | "metrics" | "now" | "lifecycle">,
   current: LimitsAdminDeps["current"],
   host: string,
 ): Server {
@@ -224,5 +236,6 @@ export function createAdmin(
       hosts: () => current().config.adminHosts,
       host,
     },
+    (path, method) => healthAnswer(current().config.health, path, method, lifecycle)?.reply,
   );
 }

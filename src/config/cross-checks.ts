@@ -45,7 +45,15 @@ function ownPaths(file: Record<string, unknown>, ctx: Ctx): void {
     const first = seen.get(value);
     if (first !== undefined) problem(ctx, path, `is the same path as ${first}`);
     else seen.set(value, path.join("."));
+    if (path[0] === "health" && isAdminPath(value)) {
+      problem(ctx, path, "is a path of the admin API, which serves the health paths too");
+    }
   }
+}
+
+// The admin listener's own paths (src/admin/server.ts): a health path there would hide one.
+function isAdminPath(path: string): boolean {
+  return ["/metrics", "/config", "/version"].includes(path) || path.startsWith("/limits/");
 }
 
 // A plan whose content is invalid still exists: a client naming it names it rightly, and the

@@ -48,7 +48,7 @@ export const PlanSchema = z
     rate_limits: RateLimitsSchema.optional(),
     quota: QuotaSchema.optional(),
     connections: positiveInt(
-      "Open WebSocket connections per client at once, across the replicas sharing the store.",
+      "Open WebSocket connections per client at once, across the replicas sharing the store; the anonymous plan's is 16 per client address when not set.",
     ).optional(),
   })
   .superRefine(oneRateForm)

@@ -55,7 +55,7 @@ export const UpstreamSchema = z
             "A WebSocket connection with no frame either way for this long is closed (1001).",
           ).default("10m"),
           max_connections: positiveInt(
-            "Open WebSocket connections of this process, counted apart from max_connections; a handshake over it is answered 503.",
+            "Open WebSocket connections of this process, counted apart from max_connections; a handshake over it is answered 503 with Retry-After.",
           ).default(512),
         })
         .prefault({}),

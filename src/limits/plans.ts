@@ -138,6 +138,12 @@ function rateRules(
 const MEMORY: StoreSettings = { kind: "memory" };
 
 /**
+ * The anonymous plan's `connections` when the file leaves it out: WebSockets on `auth: none`
+ * routes need no credential, so one address left unbounded could hold the process's every one.
+ */
+export const ANONYMOUS_CONNECTIONS = 16;
+
+/**
  * Compiles plans and client overrides; `baseDir` resolves `state_file`, and `redis` is the
  * compiled `limits.redis` section when the store is Redis.
  */
@@ -152,7 +158,7 @@ export function compileLimits(
       name,
       rates: rateRules(`plan:${name}`, plan) ?? [],
       quota: plan.quota === undefined ? undefined : quotaRule(`plan:${name}`, plan.quota),
-      connections: plan.connections,
+      connections: plan.connections ?? (name === "anonymous" ? ANONYMOUS_CONNECTIONS : undefined),
     });
   }
   const clients = new Map<string, Plan>();

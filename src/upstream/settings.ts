@@ -21,6 +21,9 @@ export interface UpstreamSettings {
   readonly keepUnderscoreHeaders: boolean;
   /** A WebSocket connection with no frame either way for this long is closed. */
   readonly websocketIdleMs: number;
-  /** Open WebSocket connections of the process at most (their own cap, apart from HTTP's). */
+  /**
+   * `upstream.websocket.max_connections`: open WebSocket connections of this process, counted
+   * apart from `max_connections`.
+   */
   readonly websocketMaxConnections: number;
 }

@@ -165,6 +165,26 @@ t.test("an Upgrade that is not WebSocket, or off a websocket route, is plain HTT
   t.match(off, { status: 200, body: "plain -" }, "a handshake on a plain route: a plain GET");
 });
 
+t.test("a WebSocket handshake in HTTP/1.0 is served as plain HTTP (RFC 9110 §7.8)", async (t) => {
+  const token = await obtainToken(g.url, APP);
+  const plainBefore = upstream.plain.length;
+  const answer = await new Promise<string>((resolve, reject) => {
+    const socket = connect(g.port, "127.0.0.1");
+    let text = "";
+    socket.on("data", (chunk: Buffer) => (text += chunk.toString("latin1")));
+    socket.on("end", () => resolve(text));
+    socket.on("error", reject);
+    socket.write(
+      `GET /ws HTTP/1.0\r\nHost: x\r\nAuthorization: Bearer ${token}\r\nUpgrade: websocket\r\n` +
+        "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n" +
+        "Sec-WebSocket-Version: 13\r\n\r\n",
+    );
+  });
+  t.match(answer, /^HTTP\/1\.1 200 /, "answered as a plain GET");
+  t.equal(upstream.plain.length, plainBefore + 1, "which reached the upstream as one");
+  t.equal(upstream.plain.at(-1)?.headers.upgrade, undefined, "without the Upgrade field");
+});
+
 /** A raw connection to `port`, and every byte it received so far. */
 function rawClient(port: number, t: Test): { socket: Socket; received: () => Buffer } {
   const socket = connect(port, "127.0.0.1");

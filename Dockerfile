@@ -30,8 +30,9 @@ USER 1000:1000
 # every start, also from a read-only root file system.
 RUN node dist/src/cli.js check --config proxy.config.yaml
 EXPOSE 8080 9901
-# Node's own fetch, so the image needs no curl or wget; the port and path are the defaults.
+# Node's own fetch, so the image needs no curl or wget; the port (admin_listen's, which a full
+# public listener never takes) and the path are the defaults.
 HEALTHCHECK --interval=10s --timeout=3s --start-period=10s --retries=3 \
-  CMD ["node", "-e", "fetch('http://127.0.0.1:8080/healthz').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
+  CMD ["node", "-e", "fetch('http://127.0.0.1:9901/healthz').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
 ENTRYPOINT ["node", "dist/src/cli.js"]
 CMD ["run"]

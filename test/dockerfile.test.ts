@@ -174,12 +174,12 @@ t.test(
     const served = await startCli(args, env, app, cli);
     t.equal((await fetch(`${served.url}/healthz`)).status, 200);
 
-    // The health check, aimed at this process's port: 0 while it serves, 1 once it is gone.
+    // The health check, aimed at this process's admin port: 0 while it serves, 1 once it is gone.
     const healthcheck = /^HEALTHCHECK .*CMD (\[.*\])$/m.exec(
       dockerfile.replace(/\\\n\s*/g, ""),
     )?.[1];
     const probe = (JSON.parse(healthcheck ?? "[]") as string[]).map((arg) =>
-      arg.replace("127.0.0.1:8080", new URL(served.url).host),
+      arg.replace("127.0.0.1:9901", new URL(served.adminUrl).host),
     );
     t.equal(probe[0], "node", "no binary but node");
     t.equal(spawnSync(process.execPath, probe.slice(1)).status, 0, "healthy while serving");

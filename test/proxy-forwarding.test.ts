@@ -12,7 +12,7 @@ import {
 import type { AddressInfo } from "node:net";
 import { Readable } from "node:stream";
 import t from "tap";
-import { eventually, json, send } from "./helpers/client.js";
+import { eventually, json, send, untilHeldBack } from "./helpers/client.js";
 import { configFor, startTestGatehouse } from "./helpers/gatehouse.js";
 import { rawRequest } from "./helpers/raw.js";
 import { startUpstream } from "./helpers/upstream.js";
@@ -343,15 +343,13 @@ t.test(
       httpRequest(`${gh.url}/v1/reports/download`, resolve).on("error", reject).end();
     });
     response.pause();
-    // Wait until the upstream can write no more: every buffer on the way is full. A whole
-    // exchange through the same gatehouse (a request to the blocked upstream's server, on a
-    // connection of its own) is the yardstick: one that ends with the upstream still where it
-    // was when it began means gatehouse is no longer reading it.
-    let seen = -1;
-    while (seen !== written) {
-      seen = written;
-      t.equal((await send(`${gh.url}/v1/items`)).status, 200, "gatehouse serves meanwhile");
-    }
+    // Wait until the upstream can write no more, asking the blocked upstream's server for
+    // something else on a connection of its own.
+    const statuses = await untilHeldBack(`${gh.url}/v1/items`, () => written);
+    t.ok(
+      statuses.every((status) => status === 200),
+      "gatehouse serves meanwhile",
+    );
     t.ok(written < total / 2, `the upstream was held back after ${written} bytes`);
     t.notOk(finished, "the upstream never finished its response while the client read nothing");
     let received = 0;

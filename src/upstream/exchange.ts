@@ -29,6 +29,12 @@ const NO_CONTENT_FIELDS_DROPPED: ReadonlySet<string> = new Set([
 /** Interim responses relayed for one request at most; one more ends the exchange. */
 const MAX_INTERIM = 10;
 
+// What an exchange holds of the response body while a write to the client is under way; past
+// either bound the upstream is no longer read until that write is done. Pieces are counted too:
+// each is an object of its own, so 64 KiB of one-byte chunks would be 64 Ki of them.
+const HOLD_BYTES = 64 * 1024;
+const HOLD_PIECES = 1024;
+
 const BAD_GATEWAY_MESSAGE = "the upstream refused or reset the connection";
 const GATEWAY_TIMEOUT_MESSAGE = "the upstream did not answer in time";
 const BAD_GATEWAY = errorReply(502, "bad_gateway", BAD_GATEWAY_MESSAGE);
@@ -70,8 +76,11 @@ export class Exchange implements Dispatcher.DispatchHandler {
   done = false;
   private controller: Controller | null = null;
   private interim = 0;
-  /** The response body waits for the client to take what was written. */
-  private waitingForDrain = false;
+  /** A write of the response body to the client is under way: its callback has not run. */
+  private writing = false;
+  /** The body pieces that came while a write was under way, to be written as one. */
+  private held: Buffer[] | null = null;
+  private heldBytes = 0;
   /** The client's body on its way to undici; null for a bodiless request. */
   private upload: PassThrough | null = null;
   protected readonly sentAt: number;
@@ -151,23 +160,58 @@ export class Exchange implements Dispatcher.DispatchHandler {
     if (status === 204 || status === 304) this.onResponseEnd();
   }
 
+  /**
+   * One write to the client at a time: what comes meanwhile is held and written as one piece
+   * when that write is done. Node's writable buffer counts bytes, and each write of a tiny chunk
+   * costs hundreds of bytes of bookkeeping in it (the piece, its chunked framing, their entries),
+   * so a high-water mark in bytes let an upstream's one-byte chunks pile up megabytes per slow
+   * client, and cost a write each.
+   */
   onResponseData(controller: Controller, chunk: Buffer): void {
     if (this.done) return;
-    const { res } = this.ctx;
-    if (res.write(chunk) || this.waitingForDrain) return;
-    // undici stops reading the upstream until the client has taken this piece.
-    controller.pause();
-    this.waitingForDrain = true;
-    res.once("drain", () => {
-      this.waitingForDrain = false;
-      controller.resume();
-    });
+    if (!this.writing) {
+      this.write(chunk);
+      return;
+    }
+    const held = (this.held ??= []);
+    held.push(chunk);
+    this.heldBytes += chunk.length;
+    // undici stops reading the upstream until the write under way is done.
+    if (this.heldBytes >= HOLD_BYTES || held.length >= HOLD_PIECES) controller.pause();
   }
 
   onResponseEnd(): void {
     if (this.done) return;
     this.done = true;
-    this.ctx.res.end();
+    const held = this.takeHeld();
+    if (held === null) this.ctx.res.end();
+    else this.ctx.res.end(held);
+  }
+
+  private write(piece: Buffer): void {
+    this.writing = true;
+    this.ctx.res.write(piece, this.written);
+  }
+
+  /** The write under way is done (or failed: the client's close then ends the exchange). */
+  private readonly written = (): void => {
+    this.writing = false;
+    if (this.done) return;
+    const held = this.takeHeld();
+    if (held === null) return;
+    this.write(held);
+    // Resuming reads the upstream at once, and may hold more pieces behind this write.
+    this.controller?.resume();
+  };
+
+  /** The held pieces as one, or null when none is held. */
+  private takeHeld(): Buffer | null {
+    const { held, heldBytes } = this;
+    if (held === null || held.length === 0) return null;
+    const piece = held.length === 1 ? (held[0] as Buffer) : Buffer.concat(held, heldBytes);
+    held.length = 0;
+    this.heldBytes = 0;
+    return piece;
   }
 
   onResponseError(_controller: Controller, error: Error): void {

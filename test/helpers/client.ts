@@ -71,3 +71,24 @@ export async function eventually(
     await new Promise((done) => setTimeout(done, 50));
   }
 }
+
+/**
+ * Waits until an upstream streaming to a client that does not read can write no more: every
+ * buffer on the way is full. A whole exchange through the same gatehouse (a GET of `probeUrl`) is
+ * the yardstick: one that ends with `written()` where it was when it began means gatehouse is no
+ * longer reading the upstream. `each` runs after every exchange. Resolves with their statuses.
+ */
+export async function untilHeldBack(
+  probeUrl: string,
+  written: () => number,
+  each: () => Promise<void> = async () => undefined,
+): Promise<number[]> {
+  const statuses: number[] = [];
+  let seen = -1;
+  while (seen !== written()) {
+    seen = written();
+    statuses.push((await send(probeUrl)).status);
+    await each();
+  }
+  return statuses;
+}

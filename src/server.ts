@@ -87,6 +87,7 @@ function publicServer(config: () => Snapshot, entry: Entry, headersMs: number, s
     maxConnections: () => config().file.max_connections,
     maxWebSockets: () => config().upstream.websocketMaxConnections,
     now: services.now,
+    clock: services.clock,
     upgrade: webSocketsOf(config, entry),
   });
 }

@@ -306,6 +306,7 @@ t.test("a fault inside gatehouse", async (t) => {
     maxConnections: () => 100,
     maxWebSockets: () => 100,
     now: Date.now,
+    clock: systemClock,
     upgrade: () => false,
   });
   await new Promise<void>((done) => server.listen(0, "127.0.0.1", done));

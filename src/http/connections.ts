@@ -14,7 +14,9 @@
 import type { IncomingMessage, Server, ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import type { AfterPending } from "./client-errors.js";
+import type { Clock } from "../clock.js";
 import { serveAsPlainHttp } from "./plain-upgrade.js";
+import { watchSends } from "./send-deadline.js";
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => void;
 
@@ -159,15 +161,64 @@ export type UpgradeTaker = (
   room: boolean,
 ) => boolean;
 
+/**
+ * The listener for `upgrade`. Node hands over a connection at a request carrying Upgrade, and its
+ * parser no longer reads it. Once the answers owed before that request are written, a WebSocket
+ * handshake on a WebSocket route keeps it, and any other is given back to be served as plain
+ * HTTP. Read behind an answer that closes (the connection is then forgotten or no longer
+ * accepting), it is dropped like any other request, and that answer ends the connection.
+ */
+function takeUpgrades(
+  server: Server,
+  registry: Registry,
+  caps: ConnectionCaps,
+  upgrade: UpgradeTaker,
+): (req: IncomingMessage, socket: Socket, rest: Buffer) => void {
+  const { open, idle, websockets } = registry;
+  return (req, socket, rest) => {
+    const connection = open.get(socket);
+    if (connection === undefined || !connection.accepting) return;
+    // Nothing more is read from it as a request, and it is not resumed, until one of the two.
+    connection.accepting = false;
+    const takeOver = (): void => {
+      connection.then = undefined;
+      if (socket.destroyed) return;
+      const room = websockets.size < caps.maxWebSockets();
+      if (upgrade(req, socket, rest, room)) {
+        idle.delete(connection);
+        // A WebSocket is counted apart until it closes, so open WebSockets never lock plain
+        // requests out; one refused for want of room stays among the other connections until
+        // its refusal has closed it.
+        if (room) {
+          open.delete(socket);
+          websockets.add(socket);
+        }
+        return;
+      }
+      // Served as plain HTTP: the same connection, read by a new parser.
+      connection.accepting = true;
+      connection.paused = false;
+      idle.add(connection);
+      serveAsPlainHttp(server, req, socket, rest);
+    };
+    if (connection.current === undefined) takeOver();
+    else connection.then = takeOver;
+  };
+}
+
 /** Takes over `server`'s connections: `handle` runs for one request of a connection at a time. */
 export function manageConnections(
   server: Server,
   handle: Handler,
   caps: ConnectionCaps,
   upgrade: UpgradeTaker,
+  clock: Clock,
 ): ManagedConnections {
   const registry: Registry = { open: new Map(), idle: new Set(), websockets: new Set() };
-  const { open, idle, websockets } = registry;
+  const { open, idle } = registry;
+  // A WebSocket's relay has deadlines of its own (idle, closing); every other connection this one.
+  const sends = watchSends(() => open.keys(), clock);
+  server.once("close", () => sends.cancel());
 
   // A connection handed back to be served as plain HTTP comes here again: it is owned already.
   server.on("connection", (socket: OwnedSocket) => {
@@ -208,40 +259,7 @@ export function manageConnections(
     }
   }
 
-  // Node hands over a connection at a request carrying Upgrade, and its parser no longer reads
-  // it. Once the answers owed before that request are written, a WebSocket handshake on a
-  // WebSocket route keeps it, and any other is given back to be served as plain HTTP. Read behind
-  // an answer that closes (the connection is then forgotten or no longer accepting), it is
-  // dropped like any other request, and that answer ends the connection.
-  server.on("upgrade", (req: IncomingMessage, socket: Socket, rest: Buffer) => {
-    const connection = open.get(socket);
-    if (connection === undefined || !connection.accepting) return;
-    // Nothing more is read from it as a request, and it is not resumed, until one of the two.
-    connection.accepting = false;
-    const takeOver = (): void => {
-      connection.then = undefined;
-      if (socket.destroyed) return;
-      const room = websockets.size < caps.maxWebSockets();
-      if (upgrade(req, socket, rest, room)) {
-        idle.delete(connection);
-        // A WebSocket is counted apart until it closes, so open WebSockets never lock plain
-        // requests out; one refused for want of room stays among the other connections until
-        // its refusal has closed it.
-        if (room) {
-          open.delete(socket);
-          websockets.add(socket);
-        }
-        return;
-      }
-      // Served as plain HTTP: the same connection, read by a new parser.
-      connection.accepting = true;
-      connection.paused = false;
-      idle.add(connection);
-      serveAsPlainHttp(server, req, socket, rest);
-    };
-    if (connection.current === undefined) takeOver();
-    else connection.then = takeOver;
-  });
+  server.on("upgrade", takeUpgrades(server, registry, caps, upgrade));
 
   const afterPending: AfterPending = (socket, close) => {
     const connection = open.get(socket as Socket);

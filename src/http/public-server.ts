@@ -4,6 +4,7 @@
  * timeouts.
  */
 import type { IncomingMessage, Server, ServerResponse } from "node:http";
+import type { Clock } from "../clock.js";
 import { http } from "./node-http.js";
 import { createClientErrorHandler } from "./client-errors.js";
 import { manageConnections, type UpgradeTaker } from "./connections.js";
@@ -42,6 +43,8 @@ export interface PublicServerOptions {
   /** Open WebSocket connections at most, read at every handshake. */
   readonly maxWebSockets: () => number;
   readonly now: () => number;
+  /** Sets the send deadline's timer. */
+  readonly clock: Clock;
   /**
    * Takes a request handed over for its Upgrade field (a WebSocket handshake on a WebSocket
    * route), or declines it with false: it is then served as plain HTTP.
@@ -52,7 +55,7 @@ export interface PublicServerOptions {
 /** Creates the public server; `handle` runs for one request of a connection at a time. */
 export function createPublicServer(
   handle: (req: IncomingMessage, res: ServerResponse) => void,
-  { headersMs, maxConnections, maxWebSockets, now, upgrade }: PublicServerOptions,
+  { headersMs, maxConnections, maxWebSockets, now, clock, upgrade }: PublicServerOptions,
 ): Server {
   const server = http.createServer({
     headersTimeout: headersMs,
@@ -68,6 +71,7 @@ export function createPublicServer(
     handle,
     { maxConnections, maxWebSockets },
     upgrade,
+    clock,
   );
   server.on("request", onRequest);
   // Node's own parser errors, header overflow and timeouts get JSON bodies too.

@@ -105,6 +105,8 @@ export function switchProtocols(
     relay,
     untilMs: ctx.token?.untilMs ?? Number.POSITIVE_INFINITY,
     revoked: deps.revoked(ctx),
+    issuer: ctx.issuer,
+    clientId: ctx.clientId,
   };
   deps.open.add(connection);
 }

@@ -230,6 +230,44 @@ t.test("an upstream that refuses the upgrade is relayed as its answer", async (t
   t.match(answer, { status: 403, body: "nope" });
 });
 
+/** RFC 6455 §4.2.2: the Sec-WebSocket-Accept that answers `key`. */
+function acceptFor(key: string): string {
+  return createHash("sha1").update(`${key}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`).digest("base64");
+}
+
+t.test("an upstream's 101 that does not answer the client's key is a 502", async (t) => {
+  const answers = {
+    "a wrong Sec-WebSocket-Accept": `Sec-WebSocket-Accept: ${acceptFor("another key")}\r\n`,
+    "no Sec-WebSocket-Accept": "",
+  };
+  for (const [name, accept] of Object.entries(answers)) {
+    let upstreamEnded = false;
+    const server = createServer((_req, res) => res.end("plain"));
+    server.on("upgrade", (_req: IncomingMessage, socket: Socket) => {
+      socket.on("error", () => undefined);
+      socket.on("end", () => (upstreamEnded = true));
+      t.teardown(() => socket.destroy());
+      socket.write(
+        `HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n${accept}\r\n`,
+      );
+    });
+    const other = await gatehouseBefore(server, t);
+    const answer = await openWs(
+      `${other.url.replace("http:", "ws:")}/ws`,
+      bearer(await obtainToken(other.url, APP)),
+    );
+    t.match(answer, { status: 502 }, `${name}: 502`);
+    if ("body" in answer) t.match(JSON.parse(answer.body), { error: "bad_gateway" });
+    t.ok(await eventually(() => upstreamEnded), `${name}: the upstream's connection is closed`);
+    t.equal(
+      await metric(other, "gatehouse_upstream_failures_total", { reason: "bad_response" }),
+      1,
+      `${name}: counted as a bad response`,
+    );
+    t.match(await other.logged((line) => line.path === "/ws"), { status: 502 }, `${name}: logged`);
+  }
+});
+
 t.test(
   "an upstream's garbage after its 101 is relayed as it came; the client leaving ends both",
   async (t) => {
@@ -238,9 +276,7 @@ t.test(
     let upstreamEnded = false;
     const server = createServer((_req, res) => res.end("plain"));
     server.on("upgrade", (req: IncomingMessage, socket: Socket) => {
-      const accept = createHash("sha1")
-        .update(`${String(req.headers["sec-websocket-key"])}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`)
-        .digest("base64");
+      const accept = acceptFor(String(req.headers["sec-websocket-key"]));
       socket.on("error", () => undefined);
       socket.on("end", () => (upstreamEnded = true));
       t.teardown(() => socket.destroy());

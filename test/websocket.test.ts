@@ -268,6 +268,36 @@ t.test("an upstream's 101 that does not answer the client's key is a 502", async
   }
 });
 
+t.test("a handshake with a body is refused 400 and never reaches the upstream", async (t) => {
+  const token = await obtainToken(g.url, APP);
+  const before = upstream.handshakes.length;
+  const bodies = {
+    "Content-Length": "Content-Length: 5\r\n\r\nhello",
+    "Transfer-Encoding": "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+  };
+  for (const [name, rest] of Object.entries(bodies)) {
+    const { socket, received } = rawClient(g.port, t);
+    let ended = false;
+    socket.on("end", () => (ended = true));
+    socket.write(handshake(token).replace(/\r\n\r\n$/, `\r\n${rest}`));
+    t.ok(await eventually(() => ended), `${name}: the connection closes after the answer`);
+    const answer = received().toString("latin1");
+    t.match(answer, /^HTTP\/1\.1 400 /, `${name}: 400`);
+    t.match(
+      JSON.parse(answer.slice(answer.indexOf("\r\n\r\n") + 4)),
+      { error: "invalid_request" },
+      `${name}: invalid_request`,
+    );
+  }
+  t.equal(upstream.handshakes.length, before, "nothing forwarded");
+  const empty = rawClient(g.port, t);
+  empty.socket.write(handshake(token).replace(/\r\n\r\n$/, "\r\nContent-Length: 0\r\n\r\n"));
+  t.ok(
+    await eventually(() => empty.received().toString("latin1").startsWith("HTTP/1.1 101 ")),
+    "Content-Length: 0 is no body: the connection is switched",
+  );
+});
+
 t.test(
   "an upstream's garbage after its 101 is relayed as it came; the client leaving ends both",
   async (t) => {

@@ -1,32 +1,37 @@
 /**
  * How a WebSocket connection through gatehouse ends when gatehouse ends it: 1008 when its token
- * expires or is revoked, 1001 when it is idle or the process shuts down, each close frame written
- * to both sides; and what stays bounded while a client does not read. Time is the test's own.
+ * expires or is revoked or a reload no longer accepts its client, 1001 when it is idle or the
+ * process shuts down, each close frame written to both sides; and what stays bounded while a
+ * client does not read. Time is the test's own, but for a token 40 days long, which needs the
+ * process's own timers to show that it is not closed at once.
  */
 import t, { type Test } from "tap";
 import type { WebSocket } from "ws";
 import { startTestGatehouse, type TestGatehouse } from "./helpers/gatehouse.js";
 import { manualClock } from "./helpers/clock.js";
+import { startProvider } from "./helpers/provider.js";
 import { metric } from "./helpers/metrics.js";
 import { revokeWithSecret } from "./helpers/assertions.js";
-import { clientsYaml, obtainToken } from "./helpers/tokens.js";
+import { clientsYaml, obtainToken, type TestClient } from "./helpers/tokens.js";
 import { eventually } from "./helpers/client.js";
 import { closed, nextMessage, openWs, startWsUpstream } from "./helpers/websocket.js";
 
 const APP = { id: "dashboard", secret: "5d41402abc4b2a76b9719d911017c592" };
+const OTHER = { id: "ticker", secret: "7d793037a0760186574b0282f2f435e7" };
 const START = Date.UTC(2026, 0, 5, 12);
 
 const upstream = await startWsUpstream();
 t.teardown(() => upstream.close());
 
-/** A gatehouse on a clock of the test's own, in front of the echoing upstream. */
-async function gatehouse(t: Test): Promise<{
-  g: TestGatehouse;
-  advance: (ms: number) => void;
-}> {
-  const clock = manualClock();
-  const g = await startTestGatehouse(
-    `upstream:
+/**
+ * YAML: the echoing upstream and the clients `clients`, with tokens of `ttl`, more lines for
+ * `tokens` and more entries for `clients`.
+ */
+async function config(
+  clients: readonly TestClient[],
+  { ttl = "10m", tokens = "", entries = "" } = {},
+): Promise<string> {
+  return `upstream:
   url: ${upstream.url}
   timeout: 2s
   websocket:
@@ -34,37 +39,62 @@ async function gatehouse(t: Test): Promise<{
 shutdown:
   grace: 2s
 tokens:
-  ttl: 10m
-${await clientsYaml([APP])}routes:
+  ttl: ${ttl}
+${tokens}${await clientsYaml(clients)}${entries}routes:
   - path: /ws
     methods: [GET]
     websocket: true
-`,
-    { clock, now: () => START + clock.monotonic() },
-  );
+`;
+}
+
+/** A gatehouse on a clock of the test's own, in front of the echoing upstream. */
+async function gatehouse(
+  t: Test,
+  clients: readonly TestClient[] = [APP],
+): Promise<{
+  g: TestGatehouse;
+  advance: (ms: number) => void;
+}> {
+  const clock = manualClock();
+  const g = await startTestGatehouse(await config(clients), {
+    clock,
+    now: () => START + clock.monotonic(),
+  });
   t.teardown(() => g.close());
   return { g, advance: (ms) => clock.advance(ms) };
 }
 
-/** An open connection to `g` with a token of APP; echoes once, so both sides are up. */
-async function connect(g: TestGatehouse): Promise<{ ws: WebSocket; token: string }> {
-  const token = await obtainToken(g.url, APP);
+/** An open connection to `g` with `token`; echoes once, so both sides are up. */
+async function openWith(g: TestGatehouse, token: string): Promise<WebSocket> {
   const opened = await openWs(`${g.url.replace("http:", "ws:")}/ws`, {
     authorization: `Bearer ${token}`,
   });
   if (!("ws" in opened)) throw new Error(`refused: ${opened.status} ${opened.body}`);
   opened.ws.send("up");
   await nextMessage(opened.ws);
-  return { ws: opened.ws, token };
+  return opened.ws;
 }
 
-/** Both sides got `code`, and the access log and metrics say gatehouse closed it for `reason`. */
+/** An open connection to `g` with a token of `client`. */
+async function connect(
+  g: TestGatehouse,
+  client: TestClient = APP,
+): Promise<{ ws: WebSocket; token: string }> {
+  const token = await obtainToken(g.url, client);
+  return { ws: await openWith(g, token), token };
+}
+
+/**
+ * Both sides got `code`, and the access log and metrics say gatehouse closed it for `reason`;
+ * `open` connections are left.
+ */
 async function closedByGatehouse(
   t: Test,
   g: TestGatehouse,
   end: Promise<{ code: number }>,
   code: number,
   reason: string,
+  open = 0,
 ): Promise<void> {
   t.equal((await end).code, code, `the client got ${code}`);
   t.ok(await eventually(() => upstream.closes.includes(code)), `the upstream got ${code}`);
@@ -72,7 +102,7 @@ async function closedByGatehouse(
   t.match(line, { closedBy: "gatehouse", closeReason: reason, route: "/ws" });
   const labels = { route: "/ws", closed_by: "gatehouse", reason };
   t.equal(await metric(g, "gatehouse_websocket_closes_total", labels), 1);
-  t.equal(await metric(g, "gatehouse_websocket_connections", { route: "/ws" }), 0);
+  t.equal(await metric(g, "gatehouse_websocket_connections", { route: "/ws" }), open);
 }
 
 t.beforeEach(() => void upstream.closes.splice(0));
@@ -114,6 +144,110 @@ t.test("revocation: 1008 within the next check after the token is revoked", asyn
   t.equal((await revokeWithSecret(g.url, APP, token)).status, 200);
   advance(1_000);
   await closedByGatehouse(t, g, end, 1008, "revoked");
+});
+
+/** What ends `ws` if it ends, after three echoes and a pause in which nothing must end it. */
+async function endedSoon(ws: WebSocket): Promise<{ code: number } | undefined> {
+  let end: { code: number } | undefined;
+  const ending = closed(ws).then((closing) => (end = closing));
+  for (let echo = 0; echo < 3 && end === undefined; echo++) {
+    ws.send("ping");
+    await Promise.race([nextMessage(ws), ending]);
+  }
+  await new Promise((done) => setTimeout(done, 200));
+  return end;
+}
+
+t.test("a token whose exp is 40 days away keeps its connection open", async (t) => {
+  // The process's own clock: a single Node timer of 40 days would fire after 1 ms.
+  const g = await startTestGatehouse(await config([APP], { ttl: "40d" }));
+  t.teardown(() => g.close());
+  const token = await obtainToken(g.url, APP);
+  const opened = await openWs(`${g.url.replace("http:", "ws:")}/ws`, {
+    authorization: `Bearer ${token}`,
+  });
+  if (!("ws" in opened)) throw new Error(`refused: ${opened.status} ${opened.body}`);
+  const { ws } = opened;
+  t.equal(await endedSoon(ws), undefined, "not closed");
+  t.equal(ws.readyState, ws.OPEN);
+  t.notOk(
+    g.logs.some((line) => line.status === 101),
+    "no connection ended, so none was logged",
+  );
+  ws.close();
+});
+
+/**
+ * Reloads `g` with `yaml`, which accepts `gone`'s client no more: 1008 within the next check. The
+ * client of `kept` is still accepted, and its connection stays.
+ */
+async function reloadCloses(
+  t: Test,
+  g: TestGatehouse,
+  advance: (ms: number) => void,
+  yaml: string,
+  gone: WebSocket,
+  kept: WebSocket,
+): Promise<void> {
+  const end = closed(gone);
+  await g.writeConfig(yaml);
+  t.equal(await g.gatehouse.reload("test"), "success");
+  advance(1_000);
+  if (!t.ok(await eventually(() => gone.readyState === gone.CLOSED), "closed")) return;
+  await closedByGatehouse(t, g, end, 1008, "revoked", 1);
+  t.equal(await endedSoon(kept), undefined, "a client still accepted keeps its connection");
+  kept.close();
+}
+
+t.test("a reload that removes a client: 1008 to its connections, not to others'", async (t) => {
+  const { g, advance } = await gatehouse(t, [APP, OTHER]);
+  const { ws } = await connect(g, APP);
+  const { ws: other } = await connect(g, OTHER);
+  await reloadCloses(t, g, advance, await config([OTHER]), ws, other);
+});
+
+t.test(
+  "a reload that lists a client under a trusted issuer: 1008, its own tokens are refused",
+  async (t) => {
+    const { g, advance } = await gatehouse(t, [APP, OTHER]);
+    const { ws } = await connect(g, APP);
+    const { ws: other } = await connect(g, OTHER);
+    // The provider is never asked: its keys are fetched in the background, and fail.
+    const corp = `  trusted_issuers:
+    - name: corp
+      issuer: http://127.0.0.1:1
+      jwks_uri: http://127.0.0.1:1/jwks
+`;
+    const moved = `  - id: ${APP.id}\n    issuer: corp\n`;
+    const yaml = await config([OTHER], { tokens: corp, entries: moved });
+    await reloadCloses(t, g, advance, yaml, ws, other);
+  },
+);
+
+t.test("a reload that stops listing a trusted issuer's client: 1008", async (t) => {
+  const resource = "https://api.example.com";
+  const partner = { id: "partner-x", secret: "partner-secret", scope: "feed" };
+  const provider = await startProvider({ resource, clients: [partner], scopes: ["feed"] });
+  t.teardown(() => provider.close());
+  // Without a plan for the issuer, a client it does not list is refused.
+  const corp = `  trusted_issuers:
+    - name: corp
+      issuer: ${provider.issuer}
+      audiences: [${resource}]
+`;
+  const clock = manualClock();
+  const listed = `  - id: ${partner.id}\n    issuer: corp\n`;
+  // The provider's tokens carry the time of day: gatehouse's starts there too.
+  const start = Date.now();
+  const g = await startTestGatehouse(await config([OTHER], { tokens: corp, entries: listed }), {
+    clock,
+    now: () => start + clock.monotonic(),
+  });
+  t.teardown(() => g.close());
+  const ws = await openWith(g, await provider.token(partner));
+  const { ws: other } = await connect(g, OTHER);
+  const yaml = await config([OTHER], { tokens: corp });
+  await reloadCloses(t, g, (ms) => clock.advance(ms), yaml, ws, other);
 });
 
 t.test("shutdown: 1001 to both sides at the end of the grace period", async (t) => {

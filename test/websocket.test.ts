@@ -230,6 +230,74 @@ t.test("an upstream that refuses the upgrade is relayed as its answer", async (t
   t.match(answer, { status: 403, body: "nope" });
 });
 
+/** RFC 6455 §4.2.2: the Sec-WebSocket-Accept that answers `key`. */
+function acceptFor(key: string): string {
+  return createHash("sha1").update(`${key}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`).digest("base64");
+}
+
+t.test("an upstream's 101 that does not answer the client's key is a 502", async (t) => {
+  const answers = {
+    "a wrong Sec-WebSocket-Accept": `Sec-WebSocket-Accept: ${acceptFor("another key")}\r\n`,
+    "no Sec-WebSocket-Accept": "",
+  };
+  for (const [name, accept] of Object.entries(answers)) {
+    let upstreamEnded = false;
+    const server = createServer((_req, res) => res.end("plain"));
+    server.on("upgrade", (_req: IncomingMessage, socket: Socket) => {
+      socket.on("error", () => undefined);
+      socket.on("end", () => (upstreamEnded = true));
+      t.teardown(() => socket.destroy());
+      socket.write(
+        `HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n${accept}\r\n`,
+      );
+    });
+    const other = await gatehouseBefore(server, t);
+    const answer = await openWs(
+      `${other.url.replace("http:", "ws:")}/ws`,
+      bearer(await obtainToken(other.url, APP)),
+    );
+    t.match(answer, { status: 502 }, `${name}: 502`);
+    if ("body" in answer) t.match(JSON.parse(answer.body), { error: "bad_gateway" });
+    t.ok(await eventually(() => upstreamEnded), `${name}: the upstream's connection is closed`);
+    t.equal(
+      await metric(other, "gatehouse_upstream_failures_total", { reason: "bad_response" }),
+      1,
+      `${name}: counted as a bad response`,
+    );
+    t.match(await other.logged((line) => line.path === "/ws"), { status: 502 }, `${name}: logged`);
+  }
+});
+
+t.test("a handshake with a body is refused 400 and never reaches the upstream", async (t) => {
+  const token = await obtainToken(g.url, APP);
+  const before = upstream.handshakes.length;
+  const bodies = {
+    "Content-Length": "Content-Length: 5\r\n\r\nhello",
+    "Transfer-Encoding": "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+  };
+  for (const [name, rest] of Object.entries(bodies)) {
+    const { socket, received } = rawClient(g.port, t);
+    let ended = false;
+    socket.on("end", () => (ended = true));
+    socket.write(handshake(token).replace(/\r\n\r\n$/, `\r\n${rest}`));
+    t.ok(await eventually(() => ended), `${name}: the connection closes after the answer`);
+    const answer = received().toString("latin1");
+    t.match(answer, /^HTTP\/1\.1 400 /, `${name}: 400`);
+    t.match(
+      JSON.parse(answer.slice(answer.indexOf("\r\n\r\n") + 4)),
+      { error: "invalid_request" },
+      `${name}: invalid_request`,
+    );
+  }
+  t.equal(upstream.handshakes.length, before, "nothing forwarded");
+  const empty = rawClient(g.port, t);
+  empty.socket.write(handshake(token).replace(/\r\n\r\n$/, "\r\nContent-Length: 0\r\n\r\n"));
+  t.ok(
+    await eventually(() => empty.received().toString("latin1").startsWith("HTTP/1.1 101 ")),
+    "Content-Length: 0 is no body: the connection is switched",
+  );
+});
+
 t.test(
   "an upstream's garbage after its 101 is relayed as it came; the client leaving ends both",
   async (t) => {
@@ -238,9 +306,7 @@ t.test(
     let upstreamEnded = false;
     const server = createServer((_req, res) => res.end("plain"));
     server.on("upgrade", (req: IncomingMessage, socket: Socket) => {
-      const accept = createHash("sha1")
-        .update(`${String(req.headers["sec-websocket-key"])}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`)
-        .digest("base64");
+      const accept = acceptFor(String(req.headers["sec-websocket-key"]));
       socket.on("error", () => undefined);
       socket.on("end", () => (upstreamEnded = true));
       t.teardown(() => socket.destroy());

@@ -18,6 +18,7 @@ import type { SpanExports } from "../tracing/exporters.js";
 import type { SpanExport } from "../tracing/span-export.js";
 import type { LocalMarks } from "../tokens/marks.js";
 import type { IssuerKeys, IssuerKeySet } from "../tokens/issuer-keys.js";
+import { acceptsClient } from "../tokens/verify.js";
 
 /** What one config snapshot runs with. */
 export interface Runtime {
@@ -110,6 +111,8 @@ export async function openConfigStore(
       spanExports.replace(previous.spans, next.spans);
       issuerKeys.retain(next.config.tokens.trustedIssuers);
       log.level = next.config.file.logging.level;
+      const { tokens } = next.config;
+      websockets.acceptOnly((issuer, clientId) => acceptsClient(tokens, issuer, clientId));
     },
   });
 }

@@ -2,6 +2,7 @@ import type { IncomingMessage } from "node:http";
 import { errorReply, type Stage } from "../core/context.js";
 import { fieldLines } from "../http/field-lines.js";
 import { transferCodings } from "../http/transfer-coding.js";
+import { sendsBody } from "../upstream/forwarder.js";
 
 /** Longest request-target accepted; longer ones get 414 (RFC 9112 §3). */
 export const MAX_TARGET_LENGTH = 8192;
@@ -32,6 +33,14 @@ const BAD_TRANSFER_ENCODING = errorReply(
 // or a reg-name (no userinfo, no spaces, no path).
 const VALID_HOST = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9\-._~!$&'()*+,;=%]*)(?::[0-9]*)?$/;
 
+// RFC 6455 §4.1: a handshake is a GET, which has no body; what follows its head would be relayed
+// to the upstream as the client's first frames.
+const HANDSHAKE_WITH_BODY = errorReply(
+  400,
+  "invalid_request",
+  "a WebSocket handshake has no body: no Content-Length above 0, no Transfer-Encoding",
+);
+
 const BAD_TARGET_HOST = errorReply(
   400,
   "invalid_request",
@@ -55,7 +64,8 @@ function authorityReplacesHost(req: IncomingMessage): boolean {
 
 /**
  * Framing checks that Node's parser leaves to the application, before anything else reads the
- * request: two Host lines are refused before anything else.
+ * request: two Host lines are refused before anything else, and so is a WebSocket handshake with
+ * a body.
  */
 export function createFramingStage(): Stage {
   return function framing(ctx) {
@@ -101,6 +111,7 @@ export function createFramingStage(): Stage {
       const read = transferCodings(codings);
       if (read !== "chunked") return read === "invalid" ? BAD_TRANSFER_ENCODING : CHUNKED_ONLY;
     }
+    if (ctx.upgrade !== undefined && sendsBody(req.headers)) return HANDSHAKE_WITH_BODY;
     if (!authorityReplacesHost(req)) return BAD_TARGET_HOST;
     if ((req.url ?? "").length > MAX_TARGET_LENGTH) {
       return errorReply(

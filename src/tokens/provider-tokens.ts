@@ -135,6 +135,28 @@ function checkHeaderAndTime(
   }
 }
 
+// Why a provider's client is refused, in the words of its rule.
+const CLIENT_REFUSALS = {
+  client_unknown: "the issuer's client is not listed",
+  client_id_collision:
+    "the token's client id is one of gatehouse's own clients'; list it under its issuer to accept it",
+} as const;
+
+/**
+ * The rule that refuses `issuer`'s client `clientId`, or undefined when the config accepts it:
+ * listed under the issuer, or taken into the issuer's plan.
+ */
+export function providerClientRefusal(
+  issuer: TrustedIssuer,
+  clientId: string,
+): keyof typeof CLIENT_REFUSALS | undefined {
+  if (issuer.clients.has(clientId)) return undefined;
+  if (issuer.plan === undefined) return "client_unknown";
+  // The upstream reads X-Client-Id alone: an unlisted provider client with the id of one of
+  // gatehouse's own would reach it as that client. Listing it under the issuer says it is meant.
+  return issuer.ownClientIds.has(clientId) ? "client_id_collision" : undefined;
+}
+
 /** Verifies `token`, whose `iss` names `issuer`, at `nowMs`; rejects as the own verifier does. */
 export async function verifyProviderToken(
   issuer: TrustedIssuer,
@@ -162,18 +184,9 @@ export async function verifyProviderToken(
   // RFC 9449 §6: a token bound to a key is good only with a proof of that key.
   const jkt = boundKeyOf(payload.cnf);
   const clientId = clientIdOf(payload, issuer.clientClaim);
+  const refusal = providerClientRefusal(issuer, clientId);
+  if (refusal !== undefined) throw new TokenRejected(refusal, CLIENT_REFUSALS[refusal]);
   const listed = issuer.clients.get(clientId);
-  if (listed === undefined && issuer.plan === undefined) {
-    throw new TokenRejected("client_unknown", "the issuer's client is not listed");
-  }
-  // The upstream reads X-Client-Id alone: an unlisted provider client with the id of one of
-  // gatehouse's own would reach it as that client. Listing it under the issuer says it is meant.
-  if (listed === undefined && issuer.ownClientIds.has(clientId)) {
-    throw new TokenRejected(
-      "client_id_collision",
-      "the token's client id is one of gatehouse's own clients'; list it under its issuer to accept it",
-    );
-  }
   const text = scopeText(payload);
   return {
     clientId,

@@ -6,7 +6,7 @@ import { decodeJwt, jwtVerify, type JWTHeaderParameters } from "jose";
 import { OWN_ISSUER_NAME } from "../config/issuers-schema.js";
 import type { TokenSettings, TrustedIssuer } from "./settings.js";
 import type { IssuerKeySet } from "./issuer-keys.js";
-import { verifyProviderToken } from "./provider-tokens.js";
+import { providerClientRefusal, verifyProviderToken } from "./provider-tokens.js";
 import {
   boundKeyOf,
   NO_SCOPES,
@@ -57,6 +57,17 @@ function issuerOf(token: string): unknown {
   } catch (error) {
     throw new TokenRejected("not_a_jwt", (error as Error).message);
   }
+}
+
+/**
+ * Whether `settings` still accept the tokens of client `clientId` of issuer `issuer` (`own` or a
+ * `trusted_issuers` name), as the bearer stage would: a token outlives a config change, and a
+ * client the config no longer lists, or lists under another issuer, is refused.
+ */
+export function acceptsClient(settings: TokenSettings, issuer: string, clientId: string): boolean {
+  if (issuer === OWN_ISSUER_NAME) return settings.clients.ids.has(clientId);
+  const trusted = settings.trustedIssuers.find((entry) => entry.name === issuer);
+  return trusted !== undefined && providerClientRefusal(trusted, clientId) === undefined;
 }
 
 /** Creates a verifier with its own cache, for the settings of one snapshot. */

@@ -250,7 +250,7 @@ export class Exchange implements Dispatcher.DispatchHandler {
 
   // An exchange failed: retried on a new connection when that is safe, else answered 502 or
   // 504, or, when the answer has begun, cut off.
-  private failed(error: Error): void {
+  protected failed(error: Error): void {
     const { services, deadlines } = this.shared;
     const { ctx } = this;
     deadlines.remove(this);

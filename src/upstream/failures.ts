@@ -51,8 +51,8 @@ function isBadResponse(error: Error): boolean {
  * The `reason` label of a failed exchange: connect (refused, no such host), closed (reset or
  * closed before the answer was complete), timeout (no head in time), body_timeout (silence after
  * the head), bad_response (not HTTP/1.1 as RFC 9112 frames it: garbage, an unasked 100 Continue
- * or 101, a status outside 100-599, too many interim responses), tls (the handshake or the
- * certificate), other.
+ * or 101, a status outside 100-599, too many interim responses, a 101 without the WebSocket
+ * key's answer), tls (the handshake or the certificate), other.
  */
 export function failureReason(error: Error): string {
   const code = codeOf(error);
@@ -65,7 +65,12 @@ export function failureReason(error: Error): string {
     code === "UND_ERR_RES_CONTENT_LENGTH_MISMATCH"
   )
     return "bad_response";
-  if (code === "EBADSTATUS" || code === "EINTERIM" || code === "UND_ERR_HEADERS_OVERFLOW")
+  if (
+    code === "EBADSTATUS" ||
+    code === "EINTERIM" ||
+    code === "EBADACCEPT" ||
+    code === "UND_ERR_HEADERS_OVERFLOW"
+  )
     return "bad_response";
   if (CLOSED.has(code) || code === "UND_ERR_CLOSED") return "closed";
   if (TLS.test(code)) return "tls";

@@ -3,6 +3,7 @@
  * as a request; the upstream's 101 is relayed to the client with the upstream's `Sec-WebSocket-*`
  * fields and gatehouse's own headers, and from then on the two connections are one relay.
  */
+import { createHash } from "node:crypto";
 import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders } from "node:http";
 import type { Duplex } from "node:stream";
 import type { RequestContext, Upgrade } from "../core/context.js";
@@ -21,6 +22,20 @@ export function isWebSocketHandshake(method: string | undefined, upgrade: unknow
   if (method !== "GET" || typeof upgrade !== "string") return false;
   // RFC 9110 §7.8: a list of protocols, compared without case.
   return upgrade.split(",").some((protocol) => protocol.trim().toLowerCase() === "websocket");
+}
+
+// RFC 6455 §1.3: what a server appends to the client's Sec-WebSocket-Key before hashing it.
+const ACCEPT_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
+
+/**
+ * Whether `accept`, a 101's Sec-WebSocket-Accept, answers `key`, the handshake's
+ * Sec-WebSocket-Key: the base64 of the SHA-1 of the key and the GUID (RFC 6455 §4.2.2, checked
+ * as §4.1 asks a client to). A missing or repeated field answers nothing.
+ */
+export function answersKey(key: unknown, accept: unknown): boolean {
+  if (typeof key !== "string" || typeof accept !== "string") return false;
+  const answer = createHash("sha1").update(key).update(ACCEPT_GUID).digest("base64");
+  return accept === answer;
 }
 
 /**
@@ -105,6 +120,8 @@ export function switchProtocols(
     relay,
     untilMs: ctx.token?.untilMs ?? Number.POSITIVE_INFINITY,
     revoked: deps.revoked(ctx),
+    issuer: ctx.issuer,
+    clientId: ctx.clientId,
   };
   deps.open.add(connection);
 }

@@ -167,8 +167,9 @@ export async function verifyProviderToken(
     throw new TokenRejected("client_unknown", "the issuer's client is not listed");
   }
   // The upstream reads X-Client-Id alone: an unlisted provider client with the id of one of
-  // gatehouse's own would reach it as that client. Listing it under the issuer says it is meant.
-  if (listed === undefined && issuer.ownClientIds.has(clientId)) {
+  // gatehouse's own, in any case, would reach it as that client. Listing it under the issuer says
+  // it is meant.
+  if (listed === undefined && issuer.ownClientIds.has(clientId.toLowerCase())) {
     throw new TokenRejected(
       "client_id_collision",
       "the token's client id is one of gatehouse's own clients'; list it under its issuer to accept it",

@@ -26,9 +26,17 @@ const STRICT: TestClient = {
 const upstream = await startUpstream();
 t.teardown(() => upstream.close());
 
-/** A config for APP and STRICT with `tokens` lines (indented two spaces) and `more` YAML. */
+/**
+ * A config for APP and STRICT with `tokens` lines (indented two spaces) and `more` YAML. Every
+ * refused proof below comes from 127.0.0.1 and counts against it: the failure limit has its own
+ * test.
+ */
 async function yaml(tokens: string, more = ""): Promise<string> {
-  return configFor(upstream.url, `tokens:\n${tokens}${await clientsYaml([APP, STRICT])}${more}`);
+  const limit = "  failure_limit: { limit: 1000, window: 1m }\n";
+  return configFor(
+    upstream.url,
+    `tokens:\n${limit}${tokens}${await clientsYaml([APP, STRICT])}${more}`,
+  );
 }
 
 // Gatehouses whose clock the test holds, without nonces and with.

@@ -1,10 +1,10 @@
 /**
  * The process's record of used assertion ids, revoked tokens and used DPoP proof ids: each client
- * (each key, for proofs) holds at most so many still in force, refused beyond rather than
- * forgetting one, and an id's place is given back when it ends.
+ * holds at most so many still in force (proof ids whatever keys signed them), refused beyond
+ * rather than forgetting one, and an id's place is given back when it ends.
  */
 import t from "tap";
-import { createLocalMarks, createTokenMarks, MAX_PROOFS_PER_KEY } from "../src/tokens/marks.js";
+import { createLocalMarks, createTokenMarks, MAX_PROOFS_PER_CLIENT } from "../src/tokens/marks.js";
 import { PROOF_RULES } from "../src/tokens/dpop-proof.js";
 import { manualClock } from "./helpers/clock.js";
 
@@ -51,20 +51,34 @@ t.test("assertions: a replay is told from a full share", async (t) => {
   t.equal(await marks.firstUse("batch", "j1", now() + 60_000, now()), "full", "j2 and j3 held");
 });
 
-t.test("DPoP proofs: held per key, a replay told from a full share", async (t) => {
-  const { clock, local, marks } = memoryMarks({ assertions: 10, revocations: 10, proofs: 2 });
-  t.teardown(() => local.close());
-  const now = () => clock.monotonic();
-  t.equal(await marks.firstProof("key-a", "p1", now() + 60_000, now()), "first");
-  t.equal(await marks.firstProof("key-a", "p1", now() + 60_000, now()), "replayed");
-  t.equal(await marks.firstProof("key-a", "p2", now() + 120_000, now()), "first");
-  t.equal(await marks.firstProof("key-a", "p3", now() + 60_000, now()), "full");
-  t.equal(await marks.firstProof("key-b", "p3", now() + 60_000, now()), "first", "another key");
-  t.equal(await marks.firstUse("key-a", "p3", now() + 60_000, now()), "first", "not an assertion");
-  clock.advance(60_000);
-  t.equal(await marks.firstProof("key-a", "p3", now() + 60_000, now()), "first", "p1 ended");
-  t.equal(await marks.firstProof("key-a", "p1", now() + 60_000, now()), "full", "p2 and p3 held");
-});
+t.test(
+  "DPoP proofs: held per client, whatever its keys, a replay told from a full share",
+  async (t) => {
+    const { clock, local, marks } = memoryMarks({ assertions: 10, revocations: 10, proofs: 2 });
+    t.teardown(() => local.close());
+    const now = () => clock.monotonic();
+    const proof = (client: string, key: string, jti: string, forMs = 60_000) =>
+      marks.firstProof(client, key, jti, now() + forMs, now());
+    t.equal(await proof("app", "key-a", "p1"), "first");
+    t.equal(await proof("app", "key-a", "p1"), "replayed");
+    t.equal(await proof("app", "key-a", "p2", 120_000), "first");
+    t.equal(await proof("app", "key-b", "p3"), "full", "another key of the same client");
+    t.equal(await proof("other app", "key-b", "p3"), "first", "another client, its id spaced");
+    t.equal(await proof("other app", "key-a", "p1"), "first", "its own share");
+    t.equal(await marks.firstUse("app", "p3", now() + 60_000, now()), "first", "not an assertion");
+    clock.advance(60_000);
+    t.equal(await proof("app", "key-c", "p3"), "first", "p1 ended");
+    t.equal(await proof("app", "key-a", "p1"), "full", "p2 and p3 held");
+    t.strictSame(
+      local
+        .save(now())
+        .proofs.map(({ client, id }) => `${client}|${id}`)
+        .sort(),
+      ["app|key-a p2", "app|key-c p3"],
+      "saved per client, each id with its key",
+    );
+  },
+);
 
 t.test("an id added again after it ended, before the sweep, is counted once", async (t) => {
   const { clock, local, marks } = memoryMarks({ assertions: 1, revocations: 1 });
@@ -78,6 +92,6 @@ t.test("an id added again after it ended, before the sweep, is counted once", as
   t.equal(await marks.revoke("app", "b", now() + 1000, now()), "revoked", "its place came back");
 });
 
-t.test("a full key's refusal names the number of proof ids a key holds", async (t) => {
-  t.match(PROOF_RULES.full, `(at most ${MAX_PROOFS_PER_KEY})`);
+t.test("a full client's refusal names the number of proof ids a client holds", async (t) => {
+  t.match(PROOF_RULES.full, `(at most ${MAX_PROOFS_PER_CLIENT})`);
 });

@@ -61,9 +61,13 @@ t.test("check warns at limits.store when Redis replicas share no key, and exits 
   t.match(lines[0], FLEET_WARNING);
 });
 
-t.test("check warns at a provider's client listed with an own client's id", async (t) => {
+/**
+ * A file with the own client `billing` and the provider's clients `providerIds`, checked: its exit
+ * status and what it printed, with the file's path.
+ */
+async function checkProviderIds(name: string, providerIds: readonly string[]) {
   const path = await written(
-    "shared-id.yaml",
+    name,
     `listen: 127.0.0.1:0
 admin_listen: 127.0.0.1:0
 upstream:
@@ -76,19 +80,33 @@ tokens:
 clients:
   - id: billing
     secret_hash: "${await hashSecret("a-secret-of-its-own-long-enough-to-pass")}"
-  - id: billing
-    issuer: corp
-  - id: reports
-    issuer: corp
-`,
+${providerIds.map((id) => `  - id: ${id}\n    issuer: corp\n`).join("")}`,
   );
-  const result = check(path);
+  return { path, ...check(path) };
+}
+
+t.test("check warns at a provider's client listed with an own client's id", async (t) => {
+  const result = await checkProviderIds("shared-id.yaml", ["billing", "reports"]);
   t.equal(result.status, 0, "accepted, as the file says");
   t.equal(
     result.stderr,
-    `${path}:13:9 warning: clients[1].id: is also the id of one of gatehouse's own clients: the upstream gets X-Client-Id billing for both, told apart only by X-Client-Issuer\n`,
+    `${result.path}:13:9 warning: clients[1].id: is also the id of one of gatehouse's own clients: the upstream gets X-Client-Id billing for both, told apart only by X-Client-Issuer\n`,
   );
 });
+
+t.test(
+  "check warns at a provider's client whose id differs from an own one's in case",
+  async (t) => {
+    // An upstream that compares ids without case, as the config's duplicate check does, takes the
+    // two for one.
+    const result = await checkProviderIds("id-case.yaml", ["Billing"]);
+    t.equal(result.status, 0, "accepted, as the file says");
+    t.equal(
+      result.stderr,
+      `${result.path}:13:9 warning: clients[1].id: differs only in case from billing, the id of one of gatehouse's own clients: an upstream that compares ids without case takes the two for one, told apart only by X-Client-Issuer\n`,
+    );
+  },
+);
 
 t.test("no warning with a shared key, or with the memory store", async (t) => {
   for (const [name, text] of [

@@ -27,14 +27,20 @@ export function configWarnings(file: FileConfig, env: NodeJS.ProcessEnv): Config
       message: `names ${client.secret_env}, which holds ${secret.length} character${secret.length === 1 ? "" : "s"}; a client secret should be random and at least ${MIN_CLIENT_SECRET_CHARS} characters long (openssl rand -hex 32)`,
     });
   }
-  // A provider's client listed with the id of an own client: accepted, as the file says, but the
-  // upstream, which reads X-Client-Id alone, cannot tell the two apart.
-  const own = new Set(file.clients.filter((c) => c.issuer === undefined).map((c) => c.id));
+  // A provider's client listed with the id of an own client, in any case: accepted, as the file
+  // says, but the upstream, which reads X-Client-Id alone, may not tell the two apart.
+  const own = new Map(
+    file.clients.filter((c) => c.issuer === undefined).map((c) => [c.id.toLowerCase(), c.id]),
+  );
   for (const [index, client] of file.clients.entries()) {
-    if (client.issuer === undefined || !own.has(client.id)) continue;
+    const ownId = own.get(client.id.toLowerCase());
+    if (client.issuer === undefined || ownId === undefined) continue;
     warnings.push({
       path: ["clients", index, "id"],
-      message: `is also the id of one of gatehouse's own clients: the upstream gets X-Client-Id ${client.id} for both, told apart only by X-Client-Issuer`,
+      message:
+        ownId === client.id
+          ? `is also the id of one of gatehouse's own clients: the upstream gets X-Client-Id ${client.id} for both, told apart only by X-Client-Issuer`
+          : `differs only in case from ${ownId}, the id of one of gatehouse's own clients: an upstream that compares ids without case takes the two for one, told apart only by X-Client-Issuer`,
     });
   }
   const { signing } = file.tokens;

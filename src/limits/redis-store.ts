@@ -94,7 +94,8 @@ function sharedMarks(connection: RedisConnection, prefix: string, metrics: Metri
     async markOnce(subject, id, untilMs, nowMs) {
       reachable();
       const key = `${prefix}{${subject}}:once:${id}`;
-      const ttl = Math.max(1, untilMs - nowMs);
+      // PX takes whole milliseconds only; a fraction would be refused as no integer.
+      const ttl = Math.max(1, Math.ceil(untilMs - nowMs));
       return (await watched(client.set(key, "1", "PX", ttl, "NX"))) === "OK";
     },
     async revoke(subject, id, untilMs, nowMs, most) {

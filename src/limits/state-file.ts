@@ -1,7 +1,8 @@
 /**
  * The memory store's counters on disk, so a rolling restart does not hand every client a fresh
- * quota, with the process's marks (revoked token ids, used assertion ids), so a restart does not
- * make a revoked token valid again or a used assertion usable twice (RFC 7009 §2, RFC 7523 §3).
+ * quota, with the process's marks (revoked token ids, used assertion ids, used DPoP proof ids), so
+ * a restart does not make a revoked token valid again or a used assertion or proof usable twice
+ * (RFC 7009 §2, RFC 7523 §3, RFC 9449 §11.1).
  * Written on graceful shutdown and soon after each new mark (stores.ts), read at start; each
  * counter and mark keeps its own end, so a long window (a monthly quota) goes on where it was.
  */
@@ -25,6 +26,8 @@ export interface SavedMark {
 export interface SavedMarks {
   readonly used: readonly SavedMark[];
   readonly revoked: readonly SavedMark[];
+  /** Used DPoP proof ids, each `<thumbprint> <jti>`, per client. */
+  readonly proofs: readonly SavedMark[];
 }
 
 /** Marks that can be saved with the counters and put back after a restart. */
@@ -40,18 +43,23 @@ export interface MarksState {
 const MarkSchema = z.object({ client: z.string(), id: z.string(), endsAt: z.number() });
 
 // Version 2: one list of counters, each with its end, and the marks, which a file written before
-// they were saved does not have (it loads with none). Files of version 1 (counters of the earlier
+// they were saved does not have (it loads with none; one written before proofs were saved loads
+// with no proofs). Files of version 1 (counters of the earlier
 // limiter, by rule) are reported as unreadable: counters then start empty, as without a file.
 const StateSchema = z.object({
   version: z.literal(2),
   savedAt: z.number(),
   counters: z.array(z.object({ key: z.string(), value: z.number(), endsAt: z.number() })),
   marks: z
-    .object({ used: z.array(MarkSchema), revoked: z.array(MarkSchema) })
-    .default({ used: [], revoked: [] }),
+    .object({
+      used: z.array(MarkSchema),
+      revoked: z.array(MarkSchema),
+      proofs: z.array(MarkSchema).default([]),
+    })
+    .default({ used: [], revoked: [], proofs: [] }),
 });
 
-const NO_MARKS: SavedMarks = Object.freeze({ used: [], revoked: [] });
+const NO_MARKS: SavedMarks = Object.freeze({ used: [], revoked: [], proofs: [] });
 
 /** What reading the state file found. */
 export type StateRead =
@@ -151,6 +159,7 @@ export async function restoreState(
         stateFile: path,
         revoked: read.marks.revoked.length,
         usedAssertions: read.marks.used.length,
+        usedProofs: read.marks.proofs.length,
       },
       "limit counters and token marks restored from the state file",
     );

@@ -46,7 +46,7 @@ export async function openLimiterStores(
   } else if (first.store.kind === "memory") {
     // Redis keeps the marks for every replica; the memory store only in this process.
     log.info(
-      "revoked tokens and used client assertions are kept in this process only and forgotten at a restart; limits.state_file keeps them",
+      "revoked tokens, used client assertions and used DPoP proofs are kept in this process only and forgotten at a restart; limits.state_file keeps them",
     );
   }
   let redisStores: Promise<RedisStores> | undefined;

@@ -243,10 +243,16 @@ function keyBinding(
       : refuse(ctx, outcome.rule, outcome.reply);
   };
 
-  async function proveKey(ctx: RequestContext, token: string, jkt: string, nowMs: number) {
+  async function proveKey(
+    ctx: RequestContext,
+    token: string,
+    clientKey: string,
+    jkt: string,
+    nowMs: number,
+  ) {
     const over = await overLimit(ctx);
     if (over !== undefined) return over;
-    return proofRefused(ctx, await proofs(ctx, token, jkt, nowMs));
+    return proofRefused(ctx, await proofs.check(ctx, token, clientKey, jkt, nowMs));
   }
 
   return (
@@ -267,7 +273,7 @@ function keyBinding(
     if (verified.jkt === undefined) {
       return refuse(ctx, "not_bound", invalidFor(ctx, invalid).not_bound);
     }
-    return proveKey(ctx, token, verified.jkt, nowMs);
+    return proveKey(ctx, token, verified.clientKey, verified.jkt, nowMs);
   };
 }
 
@@ -290,15 +296,14 @@ export function createAuthenticateStage(
   keySetFor: KeySetFor,
   challenges: Challenges,
 ): Stage {
-  const { metrics, now } = services;
   const missing = missingAnswers(challenges);
   const invalid = invalidTokenAnswers(challenges);
   const verifier = createTokenVerifier(settings, keySetFor);
-  const clients = settings.clients.ids;
 
   const refusing = refusals(settings, failures, services);
   const { refuse, refuseCounted, overLimit } = refusing;
-  const bound = keyBinding(invalid, createDoorProofs(settings, marks, challenges), refusing);
+  const proofs = createDoorProofs(settings, marks, challenges);
+  const bound = keyBinding(invalid, proofs, refusing);
 
   const admit = (
     ctx: RequestContext,
@@ -326,7 +331,7 @@ export function createAuthenticateStage(
     // revoking it is the provider's (RFC 7009 §2.2), so gatehouse's denylist has nothing of it.
     if (verified.issuer !== OWN_ISSUER_NAME) return admit(ctx, token, verified, false, nowMs);
     // A token outlives a config change; its client must still be listed.
-    if (!clients.has(verified.clientId)) {
+    if (!settings.clients.ids.has(verified.clientId)) {
       return refuse(ctx, "client_unknown", invalidFor(ctx, invalid).client_unknown);
     }
     const revoked = marks.isRevoked(verified.clientId, verified.jti, nowMs);
@@ -348,7 +353,7 @@ export function createAuthenticateStage(
       if (error instanceof KeysUnavailable) ctx.decision = "keys_unavailable";
       return counts ? refuseCounted(ctx, rule, reply) : refuse(ctx, rule, reply);
     }
-    metrics.bearerTokensVerified.inc({ issuer: verified.issuer });
+    services.metrics.bearerTokensVerified.inc({ issuer: verified.issuer });
     return accept(ctx, token, verified, nowMs);
   }
 
@@ -360,7 +365,10 @@ export function createAuthenticateStage(
       return refuse(ctx, "missing", missing[variantOf(route.dpopRequired, false)]);
     }
     if (typeof token !== "string") return refuse(ctx, "malformed", token);
-    const nowMs = now();
+    // Before the token is verified: a proof too long to check costs no signature check at all.
+    const large = ctx.dpop ? proofs.tooLarge(ctx) : undefined;
+    if (large !== undefined) return refuseCounted(ctx, large.rule, large.reply);
+    const nowMs = services.now();
     const known = verifier.cached(token, nowMs);
     // A token verified before is a compact JWS and so a b64token: only a new one is scanned.
     if (known === undefined && !B64TOKEN.test(token)) {

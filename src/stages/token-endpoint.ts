@@ -113,10 +113,11 @@ function authenticated(
 
 /**
  * Issues a token to the authenticated client, with what it asked for and may be granted, bound to
- * the key of its DPoP proof when it sent one (RFC 9449 §5).
+ * the key of its DPoP proof when it sent one (RFC 9449 §5). A `DPoP` header too long to be a
+ * proof is refused first, before any credential or signature is checked.
  */
 function tokenServer(dpop: TokenDpop): Serve {
-  return authenticated(tokenFields, async (endpoint, ctx, client) => {
+  const serve = authenticated(tokenFields, async (endpoint, ctx, client) => {
     const { settings, services } = endpoint;
     const grants = settings.grants.get(client.clientId) as ClientGrants;
     const grant = grantFor(grants, settings.audience, client.fields);
@@ -140,6 +141,7 @@ function tokenServer(dpop: TokenDpop): Serve {
       },
     };
   });
+  return (endpoint, ctx, basic) => dpop.tooLarge(ctx) ?? serve(endpoint, ctx, basic);
 }
 
 /**
@@ -218,7 +220,7 @@ export function createTokenEndpointStage(
     ),
   };
   // One proof verifier per snapshot, with its own cache of proof keys.
-  const serveToken = tokenServer(createTokenDpop(settings, marks, services));
+  const serveToken = tokenServer(createTokenDpop(settings, marks, failures, services));
   return function tokenEndpoint(ctx) {
     const revocation = ctx.path === settings.revocationPath;
     if (ctx.path !== settings.path && !revocation) return undefined;

@@ -249,5 +249,8 @@ export async function verifyAssertion(
       clientId,
     );
   }
-  return { clientId, jti, untilMs: (exp + tolerance) * 1000 };
+  // jose compares exp with now in whole seconds: the assertion verifies until the second its exp
+  // and tolerance round up to, a fraction of a second in exp included. Held until then, in whole
+  // milliseconds, as every store takes them.
+  return { clientId, jti, untilMs: Math.ceil(exp + tolerance) * 1000 };
 }

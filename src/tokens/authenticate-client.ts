@@ -186,9 +186,15 @@ export interface Endpoint {
   readonly bodyTimeout: Reply;
 }
 
-// The limiter store is the only part that may fail for reasons outside the request (Redis); the
-// failure limiter throws only under \`on_outage: closed\` (under \`local\` and \`open\` it answers).
-async function limiterCall<T>(endpoint: Endpoint, call: Promise<T>): Promise<T> {
+/**
+ * A call to the failure limiter, whose store is the only part that may fail for reasons outside
+ * the request (Redis): it throws only under `on_outage: closed` (under `local` and `open` it
+ * answers), and is then LIMITS_UNAVAILABLE.
+ */
+export async function limiterCall<T>(
+  endpoint: Pick<Endpoint, "services">,
+  call: Promise<T>,
+): Promise<T> {
   try {
     return await call;
   } catch (error) {

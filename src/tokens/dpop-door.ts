@@ -1,11 +1,12 @@
 /**
  * The proof a DPoP-bound token comes with at the door (RFC 9449 §7.1): a proof of the key the
  * token is bound to, made for this request (its method, the URL the client used, this token's
- * hash), never seen before.
+ * hash), never seen before. A `DPoP` header too long to be a proof is refused before anything is
+ * verified, the token included.
  */
 import type { Reply, RequestContext } from "../core/context.js";
 import { invalidProofAnswers, nonceAnswer } from "./bearer-answers.js";
-import { createProofVerifier, useProof } from "./dpop-proof.js";
+import { createProofVerifier, proofTooLarge, useProof } from "./dpop-proof.js";
 import { expectedHtu, sentPath } from "./dpop-url.js";
 import type { TokenMarks } from "./marks.js";
 import { variantOf, type Challenges } from "./metadata.js";
@@ -23,12 +24,21 @@ export interface ProofRefusal {
 export type ProofOutcome = ProofRefusal | "unavailable" | undefined;
 
 /** Checks, for one config, the proofs that bound tokens come with. */
-export type DoorProofs = (
-  ctx: RequestContext,
-  accessToken: string,
-  jkt: string,
-  nowMs: number,
-) => Promise<ProofOutcome>;
+export interface DoorProofs {
+  /** The refusal of a `DPoP` header too long to be checked; undefined when it is not. */
+  tooLarge(ctx: RequestContext): ProofRefusal | undefined;
+  /**
+   * Checks the proof of `accessToken`, bound to `jkt`, of the client `clientKey` (whose share of
+   * used proof ids it takes).
+   */
+  check(
+    ctx: RequestContext,
+    accessToken: string,
+    clientKey: string,
+    jkt: string,
+    nowMs: number,
+  ): Promise<ProofOutcome>;
+}
 
 // `tokens.audience`'s origin when it is an http(s) URL: what the protected resource metadata
 // publishes as the resource, and so the URL a client builds its requests on.
@@ -49,27 +59,36 @@ export function createDoorProofs(
   const answers = invalidProofAnswers(challenges);
   const origin = audienceOrigin(settings.audience);
 
-  return async (ctx, accessToken, jkt, nowMs) => {
-    const variant = variantOf(ctx.route?.dpopRequired === true, true);
-    const { req } = ctx;
-    const check = {
-      method: req.method as string,
-      url: expectedHtu(origin, ctx, sentPath(ctx)),
-      accessToken,
-      jkt,
-    };
-    const use = await useProof(verifier, marks.firstProof, req, check, nowMs);
-    if (use === "unavailable") return use;
-    if (typeof use === "object") return undefined;
-    // A nonce is no fault: the client is told the current one and tries again. A full key is
-    // its own client's doing, not a forgery.
-    if (use === "nonce" && nonces !== undefined) {
-      return {
-        rule: "dpop_nonce",
-        reply: nonceAnswer(challenges, variant, nonces.current(nowMs)),
-        counts: false,
+  const variantFor = (ctx: RequestContext) => variantOf(ctx.route?.dpopRequired === true, true);
+
+  return {
+    tooLarge(ctx) {
+      if (!proofTooLarge(ctx.req)) return undefined;
+      return { rule: "dpop_too_large", reply: answers[variantFor(ctx)].too_large, counts: true };
+    },
+    async check(ctx, accessToken, clientKey, jkt, nowMs) {
+      const variant = variantFor(ctx);
+      const { req } = ctx;
+      const check = {
+        method: req.method as string,
+        url: expectedHtu(origin, ctx, sentPath(ctx)),
+        accessToken,
+        jkt,
       };
-    }
-    return { rule: `dpop_${use}`, reply: answers[variant][use], counts: use !== "full" };
+      const use = await useProof(verifier, marks.firstProof, req, clientKey, check, nowMs);
+      if (use === "unavailable") return use;
+      if (typeof use === "object") return undefined;
+      // The client is told the current nonce and tries again; the refusal counts all the same,
+      // as its proof's signature was checked. A full share is its client's own volume, not a
+      // forgery.
+      if (use === "nonce" && nonces !== undefined) {
+        return {
+          rule: "dpop_nonce",
+          reply: nonceAnswer(challenges, variant, nonces.current(nowMs)),
+          counts: true,
+        };
+      }
+      return { rule: `dpop_${use}`, reply: answers[variant][use], counts: use !== "full" };
+    },
   };
 }

@@ -22,10 +22,13 @@ import type { KeyMaterial } from "./keys.js";
 /** Every rule a proof can break, and what its refusal says. */
 export const PROOF_RULES = {
   header: "the request must carry exactly one DPoP header",
+  too_large: "the DPoP header must be at most 8192 bytes",
   malformed: "the DPoP proof is not a signed JWT",
   typ: "the DPoP proof's typ must be dpop+jwt",
   algorithm: "the DPoP proof's alg is not one accepted here",
   jwk: "the DPoP proof's jwk must be a public key for its alg",
+  rsa_key:
+    "the DPoP proof's RSA key must have a modulus of 2048 to 4096 bits and the public exponent 65537",
   signature: "the DPoP proof's signature does not verify with its jwk",
   claims: "the DPoP proof needs a jti, htm, htu and iat",
   htm: "the DPoP proof's htm is not this request's method",
@@ -33,7 +36,7 @@ export const PROOF_RULES = {
   iat: "the DPoP proof's iat is outside the accepted window",
   ath: "the DPoP proof's ath is not the hash of this access token",
   key: "the DPoP proof's key is not the one the token is bound to",
-  full: "the DPoP proof's key has signed too many proofs within the accepted window (at most 100000); use it again once older proofs have left the window",
+  full: "the DPoP proof's client has used too many proofs within the accepted window (at most 100000); send more once its older ones have left the window",
   replay: "the DPoP proof has been used before",
   nonce: "the DPoP proof needs the nonce given in DPoP-Nonce",
 } as const;
@@ -78,7 +81,10 @@ export interface ProofCheck {
   readonly jkt?: string;
 }
 
-/** A proof that passed: its key's thumbprint, its `jti`, and until when it could verify (epoch ms). */
+/**
+ * A proof that passed: its key's thumbprint, its `jti`, and the first millisecond (epoch ms) at
+ * which it no longer verifies: its `jti` is held until then.
+ */
 export interface CheckedProof {
   readonly jkt: string;
   readonly jti: string;
@@ -89,13 +95,42 @@ export interface CheckedProof {
 export interface ProofVerifier {
   /** Checks `proof` against `check` at `nowMs`; rejects with ProofRejected. */
   verify(proof: string, check: ProofCheck, nowMs: number): Promise<CheckedProof>;
+  /** What the cache of proof keys holds now. */
+  footprint(): { readonly entries: number; readonly bytes: number };
 }
 
-/** A `jti` longer than this is refused: it is held, per key, until the proof's window ends. */
+/** A `jti` longer than this is refused: it is held, per client, until the proof's window ends. */
 export const MAX_PROOF_JTI_LENGTH = 256;
 
-/** How many proof keys are remembered; the oldest is forgotten first. */
+/** A `DPoP` header longer than this is refused before its proof is read. */
+export const MAX_PROOF_BYTES = 8 * 1024;
+
+/** How many proof keys are remembered, at most; the least recently used is forgotten first. */
 export const PROOF_KEY_CACHE_SIZE = 10_000;
+
+/** How many bytes the remembered proof keys may take, at most, as `keyBytes` counts them. */
+export const PROOF_KEY_CACHE_BYTES = 8 * 1024 * 1024;
+
+// What a remembered key costs beyond its public numbers: the Map entry, the two 43-character
+// digests, the CryptoKey object and its native handle.
+const KEY_ENTRY_OVERHEAD = 512;
+
+// What a remembered key costs: its public numbers, which is all the imported key keeps of its
+// jwk (other members, however long, are not kept), and the entry around them.
+function keyBytes(jwk: Record<string, unknown>): number {
+  let bytes = KEY_ENTRY_OVERHEAD;
+  for (const member of ["n", "e", "x", "y"]) {
+    const value = jwk[member];
+    if (typeof value === "string") bytes += value.length;
+  }
+  return bytes;
+}
+
+/** Whether the request's `DPoP` field (its lines joined) is longer than MAX_PROOF_BYTES. */
+export function proofTooLarge(req: IncomingMessage): boolean {
+  const value = req.headers.dpop;
+  return value !== undefined && value.length > MAX_PROOF_BYTES;
+}
 
 const UNRESERVED = /^[A-Za-z0-9\-._~]$/;
 
@@ -158,6 +193,7 @@ function proofRejectionOf(error: unknown): ProofRejected {
 interface ProofKey {
   readonly key: KeyMaterial;
   readonly jkt: string;
+  readonly bytes: number;
 }
 
 // The claims every proof carries (RFC 9449 §4.2), each of the type it must have.
@@ -177,66 +213,128 @@ function claimsOf(payload: JWTPayload): { jti: string; htm: string; htu: string;
   return { jti, htm, htu, iat };
 }
 
+// RFC 7518 §6.3.1: the public exponent 65537, and the modulus's length in bits.
+const RSA_EXPONENT = "AQAB";
+const RSA_MIN_BITS = 2048;
+const RSA_MAX_BITS = 4096;
+
+function modulusBits(n: string): number {
+  const bytes = Buffer.from(n, "base64url");
+  let first = 0;
+  while (first < bytes.length && bytes[first] === 0) first++;
+  if (first === bytes.length) return 0;
+  return (bytes.length - first - 1) * 8 + (32 - Math.clz32(bytes[first] as number));
+}
+
+// An RSA key's cost to verify grows with its exponent and modulus, both the sender's choice: one
+// outside what RSA signers use is refused before it is imported or verified with.
+function checkRsaKey(jwk: Record<string, unknown>): void {
+  if (jwk.kty !== "RSA") return;
+  const { n, e } = jwk;
+  // Beyond 4096 bits' 683 characters there is nothing to decode.
+  if (e !== RSA_EXPONENT || typeof n !== "string" || n.length > 700) {
+    throw new ProofRejected("rsa_key");
+  }
+  const bits = modulusBits(n);
+  if (bits < RSA_MIN_BITS || bits > RSA_MAX_BITS) throw new ProofRejected("rsa_key");
+}
+
+// What importing a proof's key depends on, and nothing else: its alg and its jwk, as parsed. A
+// client's proofs share them, so its key is imported and its thumbprint computed once; junk
+// elsewhere in the header changes nothing, and the digest is all the cache keeps of the header.
+function keyDigest(alg: string, jwkText: string): string {
+  return createHash("sha256").update(alg).update("\n").update(jwkText).digest("base64url");
+}
+
+/** The proof keys remembered, bounded in entries and in bytes; the least recently used goes first. */
+function createKeyCache(maxEntries: number, maxBytes: number) {
+  const keys = new Map<string, ProofKey>();
+  let bytes = 0;
+  return {
+    get(digest: string): ProofKey | undefined {
+      const entry = keys.get(digest);
+      if (entry !== undefined) {
+        keys.delete(digest);
+        keys.set(digest, entry);
+      }
+      return entry;
+    },
+    set(digest: string, entry: ProofKey): void {
+      if (keys.has(digest)) return;
+      keys.set(digest, entry);
+      bytes += entry.bytes;
+      for (const [oldest, held] of keys) {
+        if (keys.size <= maxEntries && bytes <= maxBytes) break;
+        keys.delete(oldest);
+        bytes -= held.bytes;
+      }
+    },
+    footprint: () => ({ entries: keys.size, bytes }),
+  };
+}
+
 /** Creates a verifier for `settings`, with its own cache of proof keys. */
 export function createProofVerifier(
   settings: ProofSettings,
   cacheSize = PROOF_KEY_CACHE_SIZE,
+  cacheBytes = PROOF_KEY_CACHE_BYTES,
 ): ProofVerifier {
-  const { iatWindowSeconds, clockToleranceSeconds: tolerance, nonces } = settings;
+  const { nonces } = settings;
   const algorithms = [...settings.algorithms];
-  // By the proof's protected header (its alg, typ and jwk, as sent): a client's proofs share one,
-  // so a client's key is imported and its thumbprint computed once.
-  const keys = new Map<string, ProofKey>();
+  // In whole milliseconds, as the proof's iat is compared and its jti held.
+  const windowMs = Math.round(settings.iatWindowSeconds * 1000);
+  const toleranceMs = Math.round(settings.clockToleranceSeconds * 1000);
+  const keys = createKeyCache(cacheSize, cacheBytes);
 
   const importKey = async (
     header: JWTHeaderParameters,
     token: FlattenedJWSInput,
   ): Promise<ProofKey> => {
+    const jwk = header.jwk as Record<string, unknown> | undefined;
+    if (typeof jwk === "object" && jwk !== null) checkRsaKey(jwk);
     let key;
     try {
       key = await EmbeddedJWK(header, token);
     } catch (error) {
       throw new ProofRejected("jwk", (error as Error).message);
     }
-    const jkt = await calculateJwkThumbprint(header.jwk as NonNullable<typeof header.jwk>);
-    return { key, jkt };
-  };
-
-  const remember = (segment: string, entry: ProofKey): void => {
-    if (keys.size >= cacheSize) {
-      const oldest = keys.keys().next();
-      if (!oldest.done) keys.delete(oldest.value);
-    }
-    keys.set(segment, entry);
+    const verified = jwk as Record<string, unknown>;
+    return { key, jkt: await calculateJwkThumbprint(verified), bytes: keyBytes(verified) };
   };
 
   return {
     async verify(proof, check, nowMs) {
       if (!COMPACT_JWS.test(proof)) throw new ProofRejected("malformed");
-      const segment = proof.slice(0, proof.indexOf("."));
-      let entry = keys.get(segment);
-      const known = entry !== undefined;
+      let entry: ProofKey | undefined;
+      let digest = "";
       let payload: JWTPayload;
       try {
         ({ payload } = await jwtVerify(
           proof,
           async (header, token) => {
-            entry ??= await importKey(header, token);
+            digest = keyDigest(header.alg, JSON.stringify(header.jwk) ?? "");
+            entry = keys.get(digest) ?? (await importKey(header, token));
             return entry.key;
           },
-          { algorithms, typ: "dpop+jwt", currentDate: new Date(nowMs), clockTolerance: tolerance },
+          {
+            algorithms,
+            typ: "dpop+jwt",
+            currentDate: new Date(nowMs),
+            clockTolerance: toleranceMs / 1000,
+          },
         ));
       } catch (error) {
         throw proofRejectionOf(error);
       }
       const proofKey = entry as ProofKey;
       // Only a key whose proof verified is kept: junk headers cannot push the clients' keys out.
-      if (!known) remember(segment, proofKey);
+      keys.set(digest, proofKey);
       const { jti, htm, htu, iat } = claimsOf(payload);
-      const nowS = nowMs / 1000;
-      if (iat > nowS + tolerance || iat < nowS - iatWindowSeconds - tolerance) {
-        throw new ProofRejected("iat");
-      }
+      // A fraction of a second in iat is kept to the millisecond, so the window and the time
+      // its jti is held are whole milliseconds, as every store takes them.
+      const iatMs = Math.floor(iat * 1000);
+      const lastMs = iatMs + windowMs + toleranceMs;
+      if (iatMs > nowMs + toleranceMs || nowMs > lastMs) throw new ProofRejected("iat");
       if (htm !== check.method) throw new ProofRejected("htm");
       if (normalizedHtu(htu) !== check.url) throw new ProofRejected("htu");
       if (check.accessToken !== undefined && payload.ath !== accessTokenHash(check.accessToken)) {
@@ -246,20 +344,22 @@ export function createProofVerifier(
       if (nonces !== undefined && !nonces.accepts(payload.nonce, nowMs)) {
         throw new ProofRejected("nonce");
       }
-      return {
-        jkt: proofKey.jkt,
-        jti,
-        untilMs: (iat + iatWindowSeconds + tolerance) * 1000,
-      };
+      // Held through lastMs, the last millisecond at which the proof verifies.
+      return { jkt: proofKey.jkt, jti, untilMs: lastMs + 1 };
     },
+    footprint: () => keys.footprint(),
   };
 }
 
 /** What checking a request's one proof came to: the proof, the rule it broke, or a store down. */
 export type ProofUse = CheckedProof | ProofRule | "unavailable";
 
-/** Where a proof's `jti` is held once it passed: "first" when it was not held before. */
+/**
+ * Where a proof's `jti` is held once it passed, for the client it came from (its ids are bounded
+ * per client, as one client can make any number of keys): "first" when it was not held before.
+ */
 export type FirstProof = (
+  clientId: string,
   jkt: string,
   jti: string,
   untilMs: number,
@@ -269,12 +369,14 @@ export type FirstProof = (
 /**
  * Checks the one proof a request's `DPoP` field lines hold (RFC 9449 §4.3 item 1: exactly one;
  * Node would join several into one value, so the lines are counted as sent), then holds its
- * `jti` with `firstProof`: last, so that only a proof that passed everything else is held.
+ * `jti` for `clientId` with `firstProof`: last, so that only a proof that passed everything else
+ * is held. A field over MAX_PROOF_BYTES is refused by the caller before anything is verified.
  */
 export async function useProof(
   verifier: ProofVerifier,
   firstProof: FirstProof,
   req: IncomingMessage,
+  clientId: string,
   check: ProofCheck,
   nowMs: number,
 ): Promise<ProofUse> {
@@ -287,7 +389,7 @@ export async function useProof(
     if (error instanceof ProofRejected) return error.reason;
     throw error;
   }
-  const use = await firstProof(checked.jkt, checked.jti, checked.untilMs, nowMs);
+  const use = await firstProof(clientId, checked.jkt, checked.jti, checked.untilMs, nowMs);
   if (use === "first") return checked;
   if (use === "unavailable") return "unavailable";
   return use === "replayed" ? "replay" : "full";

@@ -50,6 +50,18 @@ export interface HeldPerClient {
   close(): void;
 }
 
+// One id of one client, as the set holds it: the client id's length first, so that a client id
+// holding spaces (a provider's client may) is read back whole.
+function heldKey(clientId: string, id: string): string {
+  return `${clientId.length} ${clientId}${id}`;
+}
+
+function fromHeldKey(key: string): { readonly client: string; readonly id: string } {
+  const space = key.indexOf(" ");
+  const end = space + 1 + Number(key.slice(0, space));
+  return { client: key.slice(space + 1, end), id: key.slice(end) };
+}
+
 function createHeldPerClient(
   now: () => number,
   clock: Clock,
@@ -57,18 +69,17 @@ function createHeldPerClient(
   added: () => void,
 ): HeldPerClient {
   const perClient = new Map<string, number>();
-  // Keyed "client id": client ids hold no space.
   const ids = createEndingSet(now, clock, (key) => {
-    const clientId = key.slice(0, key.indexOf(" "));
-    const held = (perClient.get(clientId) ?? 1) - 1;
-    if (held === 0) perClient.delete(clientId);
-    else perClient.set(clientId, held);
+    const { client } = fromHeldKey(key);
+    const held = (perClient.get(client) ?? 1) - 1;
+    if (held === 0) perClient.delete(client);
+    else perClient.set(client, held);
   });
   return {
     most,
-    has: (clientId, id, nowMs) => ids.has(`${clientId} ${id}`, nowMs),
+    has: (clientId, id, nowMs) => ids.has(heldKey(clientId, id), nowMs),
     add(clientId, id, untilMs, nowMs) {
-      const key = `${clientId} ${id}`;
+      const key = heldKey(clientId, id);
       const full = () => !ids.has(key, nowMs) && (perClient.get(clientId) ?? 0) >= most;
       if (full()) {
         // Ended ids count until they are swept: a full share is swept before it refuses.
@@ -80,30 +91,28 @@ function createHeldPerClient(
       return true;
     },
     save(nowMs) {
-      return ids.live(nowMs).map(({ id: key, endsAt }) => {
-        const space = key.indexOf(" ");
-        return { client: key.slice(0, space), id: key.slice(space + 1), endsAt };
-      });
+      return ids.live(nowMs).map(({ id: key, endsAt }) => ({ ...fromHeldKey(key), endsAt }));
     },
     close: () => ids.close(),
   };
 }
 
 /**
- * DPoP proof ids held per key, at most: a key that signs more proofs than this within their
- * window (`tokens.dpop.iat_window`: 100,000 in 300 s is 333 a second) is refused new ones until
- * its old ones end. Only a proof that passed every other check is held, so only a key a valid
- * token is bound to, or an authenticated client's, can fill its share.
+ * DPoP proof ids held per client, at most: a client that sends more proofs than this within
+ * their window (`tokens.dpop.iat_window`: 100,000 in 300 s is 333 a second), with however many
+ * keys, is refused new ones until its old ones end. Only a proof that passed every other check
+ * is held, so only a client holding a valid token, or an authenticated one, can fill its share.
  */
-export const MAX_PROOFS_PER_KEY = 100_000;
+export const MAX_PROOFS_PER_CLIENT = 100_000;
 
 /** The process's own record, outliving reloads: used ids and revoked ids. */
 export interface LocalMarks extends MarksState {
   /** Used assertion ids, per client. */
   readonly used: HeldPerClient;
   /**
-   * Used DPoP proof ids, per key thumbprint. They are not written to the state file: a proof
-   * lives minutes, and the file is written for revocations that outlive a restart.
+   * Used DPoP proof ids (`<thumbprint> <jti>`), per client. They are written to the state file
+   * with every save, but a new one does not make a save of its own: a bearer route adds one per
+   * request, and a save writes every mark.
    */
   readonly proofs: HeldPerClient;
   /** Revoked access-token ids, per client (a token's client is its `sub`). */
@@ -121,7 +130,7 @@ export function createLocalMarks(
   most = {
     assertions: MAX_ASSERTIONS_PER_CLIENT,
     revocations: MAX_REVOCATIONS_PER_CLIENT,
-    proofs: MAX_PROOFS_PER_KEY,
+    proofs: MAX_PROOFS_PER_CLIENT,
   },
 ): LocalMarks {
   let listener = (): void => undefined;
@@ -138,10 +147,15 @@ export function createLocalMarks(
     used,
     revoked,
     proofs,
-    save: (nowMs) => ({ used: used.save(nowMs), revoked: revoked.save(nowMs) }),
+    save: (nowMs) => ({
+      used: used.save(nowMs),
+      revoked: revoked.save(nowMs),
+      proofs: proofs.save(nowMs),
+    }),
     restore(saved, nowMs) {
       restore(used, saved.used, nowMs);
       restore(revoked, saved.revoked, nowMs);
+      restore(proofs, saved.proofs, nowMs);
     },
     watch(onAdded) {
       listener = onAdded;
@@ -164,8 +178,17 @@ export type Revocation = "revoked" | "full" | "unavailable";
 export interface TokenMarks {
   /** Records the first use of `jti` by `clientId` until `untilMs`. */
   firstUse(clientId: string, jti: string, untilMs: number, nowMs: number): Promise<FirstUse>;
-  /** Records the first use of a DPoP proof's `jti` by the key of thumbprint `jkt` until `untilMs`. */
-  firstProof(jkt: string, jti: string, untilMs: number, nowMs: number): Promise<FirstUse>;
+  /**
+   * Records the first use of a DPoP proof's `jti` by the key of thumbprint `jkt`, sent by
+   * `clientId`, until `untilMs`.
+   */
+  firstProof(
+    clientId: string,
+    jkt: string,
+    jti: string,
+    untilMs: number,
+    nowMs: number,
+  ): Promise<FirstUse>;
   /** Revokes `jti`, a token of `clientId`, until `untilMs`; "unavailable" under a Redis outage with `closed`. */
   revoke(clientId: string, jti: string, untilMs: number, nowMs: number): Promise<Revocation>;
   /** Whether `jti`, a token of `clientId`, is revoked; "unavailable" under a Redis outage with `closed`. */
@@ -219,13 +242,23 @@ export function createTokenMarks(
     return {
       firstUse: async (clientId, jti, untilMs, nowMs) =>
         localFirstUse(local.used, clientId, jti, untilMs, nowMs),
-      firstProof: async (jkt, jti, untilMs, nowMs) =>
-        localFirstUse(local.proofs, jkt, jti, untilMs, nowMs),
+      firstProof: async (clientId, jkt, jti, untilMs, nowMs) =>
+        localFirstUse(local.proofs, clientId, `${jkt} ${jti}`, untilMs, nowMs),
       revoke: async (clientId, jti, untilMs, nowMs) =>
         localRevoke(local, clientId, jti, untilMs, nowMs),
       isRevoked: (clientId, jti, nowMs) => local.revoked.has(clientId, jti, nowMs),
     };
   }
+  return sharedTokenMarks(shared, local, outage, report);
+}
+
+// The records in Redis, for every replica, with the process's own standing in under an outage.
+function sharedTokenMarks(
+  shared: SharedMarks,
+  local: LocalMarks,
+  outage: Outage,
+  report: MarksReport,
+): TokenMarks {
   // The latest copy of Redis's revoked ids, and when it was asked for (epoch ms).
   let copy = new Map<string, number>();
   let askedAt = Number.NEGATIVE_INFINITY;
@@ -254,23 +287,28 @@ export function createTokenMarks(
   // Marked once in Redis, for every replica; under an outage, as `on_outage` says.
   const sharedFirstUse = (
     subject: string,
-    held: HeldPerClient,
-    holder: string,
-    jti: string,
+    id: string,
     untilMs: number,
     nowMs: number,
+    orInProcess: () => FirstUse,
   ): Promise<FirstUse> =>
-    shared.markOnce(subject, jti, untilMs, nowMs).then(
+    shared.markOnce(subject, id, untilMs, nowMs).then(
       (first) => (first ? "first" : "replayed"),
-      (error: unknown) => orLocal(error, () => localFirstUse(held, holder, jti, untilMs, nowMs)),
+      (error: unknown) => orLocal(error, orInProcess),
     );
 
   return {
     firstUse: (clientId, jti, untilMs, nowMs) =>
-      sharedFirstUse(`client:${clientId}`, local.used, clientId, jti, untilMs, nowMs),
-    // Under a subject of its own kind: a client's all begin with "client:".
-    firstProof: (jkt, jti, untilMs, nowMs) =>
-      sharedFirstUse(`dpop:${jkt}`, local.proofs, jkt, jti, untilMs, nowMs),
+      sharedFirstUse(`client:${clientId}`, jti, untilMs, nowMs, () =>
+        localFirstUse(local.used, clientId, jti, untilMs, nowMs),
+      ),
+    // Under a subject of its own kind: a client's all begin with "client:". Redis holds each id
+    // until it ends, outside this process's memory; the process's record, bounded per client,
+    // stands in under an outage.
+    firstProof: (clientId, jkt, jti, untilMs, nowMs) =>
+      sharedFirstUse(`dpop:${jkt}`, jti, untilMs, nowMs, () =>
+        localFirstUse(local.proofs, clientId, `${jkt} ${jti}`, untilMs, nowMs),
+      ),
     revoke(clientId, jti, untilMs, nowMs) {
       const subject = `client:${clientId}`;
       return shared.revoke(subject, jti, untilMs, nowMs, local.revoked.most).then(

@@ -153,8 +153,9 @@ export function providerClientRefusal(
   if (issuer.clients.has(clientId)) return undefined;
   if (issuer.plan === undefined) return "client_unknown";
   // The upstream reads X-Client-Id alone: an unlisted provider client with the id of one of
-  // gatehouse's own would reach it as that client. Listing it under the issuer says it is meant.
-  return issuer.ownClientIds.has(clientId) ? "client_id_collision" : undefined;
+  // gatehouse's own, in any case, would reach it as that client. Listing it under the issuer says
+  // it is meant.
+  return issuer.ownClientIds.has(clientId.toLowerCase()) ? "client_id_collision" : undefined;
 }
 
 /** Verifies `token`, whose `iss` names `issuer`, at `nowMs`; rejects as the own verifier does. */

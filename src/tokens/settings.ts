@@ -122,7 +122,10 @@ export interface TrustedIssuer {
   readonly plan: string | undefined;
   /** The clients listed with `issuer: <name>`, by id. */
   readonly clients: ReadonlyMap<string, ProviderClient>;
-  /** The ids of gatehouse's own clients, which an unlisted client of this issuer may not take. */
+  /**
+   * The ids of gatehouse's own clients in lower case, which an unlisted client of this issuer may
+   * not take in any case: an upstream may compare ids without case, as the config's check does.
+   */
   readonly ownClientIds: ReadonlySet<string>;
 }
 
@@ -318,7 +321,7 @@ export async function compileTokens(
     ephemeralKey: configured === undefined && ownTokens,
     scopes: tokens.scopes,
     grants: compileGrants(own, tokens.audience),
-    trustedIssuers: trustedIssuers(file, clients.ids),
+    trustedIssuers: trustedIssuers(file, new Set([...clients.ids].map((id) => id.toLowerCase()))),
     ownTokens,
     dpop: await dpopSettings(file, current, own, context),
   };

@@ -15,6 +15,7 @@ import {
   type JWK,
 } from "jose";
 import { send, type ClientResponse } from "./client.js";
+import { form, type TestClient } from "./tokens.js";
 import type { TestGatehouse } from "./gatehouse.js";
 import { DPOP_CHALLENGE } from "./challenges.js";
 
@@ -80,6 +81,27 @@ export async function ownSigner(pem: string, kid: string) {
   const key = await importPKCS8(pem, "EdDSA");
   return (claims: Record<string, unknown>): Promise<string> =>
     new SignJWT(claims).setProtectedHeader({ alg: "EdDSA", typ: "at+jwt", kid }).sign(key);
+}
+
+/**
+ * A client_credentials token request of `client` (its secret in the body) to the gatehouse at
+ * `url` with the DPoP header `dpop`, and `headers`.
+ */
+export function dpopTokenRequest(
+  url: string,
+  client: TestClient,
+  dpop: string,
+  headers: Record<string, string> = {},
+): Promise<ClientResponse> {
+  return send(`${url}/oauth/token`, {
+    method: "POST",
+    headers: { "content-type": "application/x-www-form-urlencoded", dpop, ...headers },
+    body: form([
+      ["grant_type", "client_credentials"],
+      ["client_id", client.id],
+      ["client_secret", client.secret],
+    ]),
+  });
 }
 
 /** The headers of a DPoP-scheme request: the token and, unless undefined, its proof. */

@@ -194,7 +194,7 @@ async function reloadCloses(
   t.equal(await g.gatehouse.reload("test"), "success");
   advance(1_000);
   if (!t.ok(await eventually(() => gone.readyState === gone.CLOSED), "closed")) return;
-  await closedByGatehouse(t, g, end, 1008, "revoked", 1);
+  await closedByGatehouse(t, g, end, 1008, "client_removed", 1);
   t.equal(await endedSoon(kept), undefined, "a client still accepted keeps its connection");
   kept.close();
 }

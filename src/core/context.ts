@@ -49,7 +49,7 @@ export interface ConnectionEnd {
   readonly bytesIn: number;
   readonly bytesOut: number;
   readonly closedBy: "client" | "upstream" | "gatehouse";
-  /** close_frame, connection_closed, idle, token_expired, revoked or shutdown. */
+  /** close_frame, connection_closed, idle, token_expired, revoked, client_removed or shutdown. */
   readonly reason: string;
 }
 

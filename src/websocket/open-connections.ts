@@ -57,7 +57,7 @@ export function createOpenConnections(now: () => number, clock: Clock): OpenConn
     const nowMs = now();
     for (const connection of open.keys()) {
       if (clientGone(connection)) {
-        connection.relay.close(1008, "revoked", "the client is no longer accepted");
+        connection.relay.close(1008, "client_removed", "the client is no longer accepted");
         continue;
       }
       const revoked = connection.revoked?.(nowMs);

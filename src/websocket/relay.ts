@@ -12,7 +12,13 @@ import { closeFrame, FrameCursor } from "./frames.js";
 
 /** Why a connection ended. */
 export type CloseReason =
-  "close_frame" | "connection_closed" | "idle" | "token_expired" | "revoked" | "shutdown";
+  | "close_frame"
+  | "connection_closed"
+  | "idle"
+  | "token_expired"
+  | "revoked"
+  | "client_removed"
+  | "shutdown";
 
 /** What a connection did, when it ends. */
 export interface RelayEnd extends ConnectionEnd {

@@ -13,6 +13,8 @@ import { processCpuNs } from "./cpu.js";
 import { clientAddress, drive } from "./drive.js";
 import type { KeysProbe } from "./keys-probe.js";
 import {
+  collectedHeap,
+  COLLECTABLE,
   configHead,
   mb,
   metric,
@@ -25,10 +27,6 @@ import {
 } from "./limits-kit.js";
 
 const PROBE = fileURLToPath(new URL("./keys-probe.js", import.meta.url));
-const GC_ON_SIGNAL = new URL("./gc-on-signal.js", import.meta.url).href;
-// Time for the signal's collection to run before /metrics is read; the collection takes
-// milliseconds, this leaves room for a loaded machine.
-const GC_SETTLE_MS = 1000;
 const CLIENTS = 100_000;
 const RETURNING = 20_000;
 // The shortest window; a slow machine gets a longer one, so that the first client's counter still
@@ -38,7 +36,6 @@ const RELOADED = 'gatehouse_config_reloads_total{result="success"}';
 const RELOAD_TIMEOUT_MS = 30_000;
 const LIMIT = 1_000_000_000;
 const RETURNING_CLIENT = "198.51.100.1";
-const HEAP = "gatehouse_process_nodejs_heap_size_used_bytes";
 // The sweep runs every second; this leaves it time for two passes after the last counter ended.
 const SWEEP_MARGIN_MS = 3000;
 // What rate-limiter-flexible's memory storage cost in the same in-process measurement.
@@ -101,13 +98,6 @@ async function measured(
   return { cpuUs, faults: count - (driven.statuses.get(200) ?? 0), ms: driven.ms };
 }
 
-/** gatehouse's heap in use after a full garbage collection. */
-async function collectedHeap(admin: Admin): Promise<number> {
-  process.kill(admin.served.pid, "SIGUSR2");
-  await new Promise((done) => setTimeout(done, GC_SETTLE_MS));
-  return metric(admin, HEAP);
-}
-
 /** Rewrites the window in gatehouse's config and waits for the reload to succeed. */
 async function reloadWindow(admin: Admin, windowS: number): Promise<void> {
   const reloads = await metric(admin, RELOADED);
@@ -128,7 +118,7 @@ async function throughGatehouse(context: LimitsContext): Promise<Through> {
     "gatehouse keys",
     context,
     (listen, adminListen) => keysConfig(listen, adminListen, context, MIN_WINDOW_S),
-    ["--expose-gc", "--import", GC_ON_SIGNAL],
+    COLLECTABLE,
   );
   try {
     const { pid } = admin.served;

@@ -51,7 +51,7 @@ export async function startConfigured(
   name: string,
   context: LimitsContext,
   body: (listen: string, adminListen: string) => string,
-  execArgv: string[] = [],
+  execArgv: readonly string[] = [],
 ): Promise<Admin> {
   const configPath = join(context.dir, `${name.replaceAll(" ", "-")}.yaml`);
   for (let attempt = 1; ; attempt++) {
@@ -60,7 +60,7 @@ export async function startConfigured(
     while (adminPort === port) adminPort = await refusingPort();
     await writeFile(configPath, body(`127.0.0.1:${port}`, `127.0.0.1:${adminPort}`));
     try {
-      const served = await startGatehouse(name, configPath, port, process.env, execArgv);
+      const served = await startGatehouse(name, configPath, port, process.env, [...execArgv]);
       if (context.pinning !== null) pin(served.pid, context.pinning.proxies);
       return { served, adminUrl: `http://127.0.0.1:${adminPort}`, configPath };
     } catch (error) {
@@ -104,6 +104,24 @@ export async function metric(admin: Admin, name: string): Promise<number> {
     }
   }
   return sum;
+}
+
+/** Node options for a gatehouse process whose heap `collectedHeap` reads. */
+export const COLLECTABLE: readonly string[] = [
+  "--expose-gc",
+  "--import",
+  new URL("./gc-on-signal.js", import.meta.url).href,
+];
+// Time for the signal's collection to run before /metrics is read; the collection takes
+// milliseconds, this leaves room for a loaded machine.
+const GC_SETTLE_MS = 1000;
+const HEAP = "gatehouse_process_nodejs_heap_size_used_bytes";
+
+/** gatehouse's heap in use after a full garbage collection; started with `COLLECTABLE`. */
+export async function collectedHeap(admin: Admin): Promise<number> {
+  process.kill(admin.served.pid, "SIGUSR2");
+  await new Promise((done) => setTimeout(done, GC_SETTLE_MS));
+  return metric(admin, HEAP);
 }
 
 /** A memory field of `/proc/PID/status` (VmRSS, VmHWM: peak RSS), in bytes. */

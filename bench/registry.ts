@@ -10,6 +10,7 @@ import { prepareFullRedis } from "./full-redis.js";
 import { measureKeys } from "./keys.js";
 import { prepareRedis } from "./redis.js";
 import { measureToken } from "./token.js";
+import { measureUpgradeChurn } from "./upgrade-churn.js";
 import { markdownSection, type Section } from "./report.js";
 import {
   bareUndici,
@@ -174,5 +175,12 @@ export const SCENARIOS: readonly Entry[] = [
     name: "keys",
     description: "what a tracked client costs the memory store",
     measure: async (shared) => markdownSection(await measureKeys(await shared.context())),
+  },
+  {
+    kind: "standalone",
+    name: "upgrade-churn",
+    description:
+      "100k requests with Upgrade: h2c on one connection: RSS, and the event loop held by its close",
+    measure: measureUpgradeChurn,
   },
 ];

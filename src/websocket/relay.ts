@@ -124,6 +124,8 @@ export class Relay {
 
   // Both sides are closed within CLOSING_MS from now, if not before.
   private closeSoon(): void {
+    // A connection already gone arms no timer, which would hold it, buffers and all, till then.
+    if (this.finished) return;
     this.closingTimer ??= this.options.clock.after(CLOSING_MS, () => this.destroy());
   }
 

@@ -7,7 +7,7 @@
  * reads on until its buffer holds a high-water mark of them). Here pieces are held in bounds, in
  * bytes and in number, and passed on joined.
  */
-import type { Writable } from "node:stream";
+import type { Readable, Writable } from "node:stream";
 
 // What is held while a write is under way; past either bound the source is to stop until that
 // write is done. Pieces are counted too: each is an object of its own, so 64 KiB of one-byte
@@ -116,5 +116,60 @@ export class HeldWrites {
     this.stopped = false;
     // Resuming reads the source at once, and may hold more pieces behind this write.
     this.resume();
+  };
+}
+
+/**
+ * The reads of one socket (or other readable), for a reader that stops now and then. While it
+ * is stopped the pieces read are held, joined every HOLD_PIECES, until they reach the socket's
+ * high-water mark; then the socket is paused with them put back as one piece (`unshift`), so its
+ * buffer is full and it reads no more. A socket merely paused would read on until its buffer
+ * held a high-water mark of pieces: 64 Ki objects of one byte each.
+ */
+export class HeldReads {
+  private readonly held = new Pieces();
+  private stopped = false;
+
+  constructor(
+    private readonly source: Readable,
+    /** Takes each piece read, in order, whenever the reader is not stopped. */
+    private readonly take: (piece: Buffer) => void,
+  ) {
+    source.on("data", this.read);
+  }
+
+  /** The reader takes no more until `go`. */
+  stop(): void {
+    this.stopped = true;
+  }
+
+  /** The reader takes again: what was held first, then what the socket reads. */
+  go(): void {
+    if (!this.stopped) return;
+    this.stopped = false;
+    this.flush();
+    // A socket paused with what was held put back passes that on first.
+    if (!this.stopped) this.source.resume();
+  }
+
+  /** The reader takes what is held now, stopped or not: the socket has ended. */
+  flush(): void {
+    const held = this.held.take();
+    if (held !== null) this.take(held);
+  }
+
+  private readonly read = (piece: Buffer): void => {
+    if (!this.stopped) {
+      this.take(piece);
+      return;
+    }
+    const { held, source } = this;
+    held.add(piece);
+    if (held.bytes >= source.readableHighWaterMark) {
+      source.pause();
+      source.unshift(held.take() as Buffer);
+    } else if (held.count >= HOLD_PIECES) {
+      held.add(held.take() as Buffer);
+    }
   };
 }

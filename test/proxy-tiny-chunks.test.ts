@@ -6,17 +6,13 @@
  */
 import { request as httpRequest, type IncomingMessage } from "node:http";
 import { connect, type Socket } from "node:net";
-import { setFlagsFromString } from "node:v8";
-import { runInNewContext } from "node:vm";
 import t from "tap";
 import { eventually, untilHeldBack } from "./helpers/client.js";
 import { configFor, startTestGatehouse } from "./helpers/gatehouse.js";
+import { liveMemory } from "./helpers/memory.js";
 import { startRawUpstream, type RawExchange } from "./helpers/raw-upstream.js";
 
 const MiB = 1024 * 1024;
-
-setFlagsFromString("--expose-gc");
-const collect = runInNewContext("gc") as () => void;
 
 const ROUTES = `routes:
   - path: /v1/**
@@ -63,18 +59,6 @@ function flood(ex: RawExchange, batch: Buffer, batches = Infinity, onWrite?: () 
     if (left === 0) socket.write("0\r\n\r\n");
   };
   more();
-}
-
-/** Heap and array buffers in use, right after a full collection. */
-async function liveMemory(): Promise<number> {
-  for (let i = 0; i < 2; i++) {
-    collect();
-    // Array buffers are freed after the collection, off the main thread.
-    await new Promise((done) => setTimeout(done, 20));
-  }
-  collect();
-  const { heapUsed, arrayBuffers } = process.memoryUsage();
-  return heapUsed + arrayBuffers;
 }
 
 t.test(

@@ -9,6 +9,7 @@ import type { Dispatcher } from "undici";
 import { errorReply, type Reply, type RequestContext } from "../core/context.js";
 import { finalHeaders, sendReply } from "../core/respond.js";
 import type { Services } from "../core/services.js";
+import { HeldWrites } from "../http/held-pieces.js";
 import type { Deadlines } from "./deadlines.js";
 import { failureReason, upstreamError } from "./failures.js";
 import { endToEnd, RESPONSE_HOP_BY_HOP } from "./hop-by-hop.js";
@@ -28,12 +29,6 @@ const NO_CONTENT_FIELDS_DROPPED: ReadonlySet<string> = new Set([
 
 /** Interim responses relayed for one request at most; one more ends the exchange. */
 const MAX_INTERIM = 10;
-
-// What an exchange holds of the response body while a write to the client is under way; past
-// either bound the upstream is no longer read until that write is done. Pieces are counted too:
-// each is an object of its own, so 64 KiB of one-byte chunks would be 64 Ki of them.
-const HOLD_BYTES = 64 * 1024;
-const HOLD_PIECES = 1024;
 
 const BAD_GATEWAY_MESSAGE = "the upstream refused or reset the connection";
 const GATEWAY_TIMEOUT_MESSAGE = "the upstream did not answer in time";
@@ -76,11 +71,8 @@ export class Exchange implements Dispatcher.DispatchHandler {
   done = false;
   private controller: Controller | null = null;
   private interim = 0;
-  /** A write of the response body to the client is under way: its callback has not run. */
-  private writing = false;
-  /** The body pieces that came while a write was under way, to be written as one. */
-  private held: Buffer[] | null = null;
-  private heldBytes = 0;
+  /** The response body's writes to the client, from its first piece on. */
+  private body: HeldWrites | null = null;
   /** The client's body on its way to undici; null for a bodiless request. */
   private upload: PassThrough | null = null;
   protected readonly sentAt: number;
@@ -161,57 +153,22 @@ export class Exchange implements Dispatcher.DispatchHandler {
   }
 
   /**
-   * One write to the client at a time: what comes meanwhile is held and written as one piece
-   * when that write is done. Node's writable buffer counts bytes, and each write of a tiny chunk
-   * costs hundreds of bytes of bookkeeping in it (the piece, its chunked framing, their entries),
-   * so a high-water mark in bytes let an upstream's one-byte chunks pile up megabytes per slow
-   * client, and cost a write each.
+   * One write to the client at a time (see HeldWrites): what comes meanwhile is held and written
+   * as one piece when that write is done, so an upstream's one-byte chunks neither pile up
+   * megabytes of Node's bookkeeping per slow client nor cost a write each.
    */
   onResponseData(controller: Controller, chunk: Buffer): void {
     if (this.done) return;
-    if (!this.writing) {
-      this.write(chunk);
-      return;
-    }
-    const held = (this.held ??= []);
-    held.push(chunk);
-    this.heldBytes += chunk.length;
     // undici stops reading the upstream until the write under way is done.
-    if (this.heldBytes >= HOLD_BYTES || held.length >= HOLD_PIECES) controller.pause();
+    const body = (this.body ??= new HeldWrites(this.ctx.res, () => controller.resume()));
+    if (!body.write(chunk)) controller.pause();
   }
 
   onResponseEnd(): void {
     if (this.done) return;
     this.done = true;
-    const held = this.takeHeld();
-    if (held === null) this.ctx.res.end();
-    else this.ctx.res.end(held);
-  }
-
-  private write(piece: Buffer): void {
-    this.writing = true;
-    this.ctx.res.write(piece, this.written);
-  }
-
-  /** The write under way is done (or failed: the client's close then ends the exchange). */
-  private readonly written = (): void => {
-    this.writing = false;
-    if (this.done) return;
-    const held = this.takeHeld();
-    if (held === null) return;
-    this.write(held);
-    // Resuming reads the upstream at once, and may hold more pieces behind this write.
-    this.controller?.resume();
-  };
-
-  /** The held pieces as one, or null when none is held. */
-  private takeHeld(): Buffer | null {
-    const { held, heldBytes } = this;
-    if (held === null || held.length === 0) return null;
-    const piece = held.length === 1 ? (held[0] as Buffer) : Buffer.concat(held, heldBytes);
-    held.length = 0;
-    this.heldBytes = 0;
-    return piece;
+    if (this.body === null) this.ctx.res.end();
+    else this.body.end();
   }
 
   onResponseError(_controller: Controller, error: Error): void {
@@ -258,6 +215,7 @@ export class Exchange implements Dispatcher.DispatchHandler {
     if (ctx.res.headersSent) {
       // A failure mid-answer cuts the client off: a truncated body is never presented whole.
       this.done = true;
+      this.body?.drop();
       this.stopUpload();
       this.logFailure(this.reasonOf(error), error, "upstream failed mid-answer");
       ctx.res.destroy();
@@ -300,6 +258,7 @@ export class Exchange implements Dispatcher.DispatchHandler {
   /** The client left before its answer was complete: the upstream exchange goes with it. */
   left(): void {
     this.done = true;
+    this.body?.drop();
     this.shared.deadlines.remove(this);
     this.stopUpload();
     this.controller?.abort(upstreamError("the client left", "EGONE"));

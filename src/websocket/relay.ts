@@ -8,6 +8,7 @@
 import type { Duplex } from "node:stream";
 import type { Clock, Timer } from "../clock.js";
 import type { ConnectionEnd } from "../core/context.js";
+import { HeldReads, HeldWrites } from "../http/held-pieces.js";
 import { closeFrame, FrameCursor } from "./frames.js";
 
 /** Why a connection ended. */
@@ -42,6 +43,10 @@ export const CLOSING_MS = 5_000;
 interface Direction {
   readonly from: Duplex;
   readonly to: Duplex;
+  /** The reads of `from`, held while `to` takes no more. */
+  readonly reads: HeldReads;
+  /** The writes to `to`, one at a time: gatehouse's close frame and FIN go after what is held. */
+  readonly writes: HeldWrites;
   readonly cursor: FrameCursor;
   /** Frames from the client are masked; so must gatehouse's be, toward the upstream. */
   readonly masked: boolean;
@@ -67,22 +72,8 @@ export class Relay {
     private readonly upstream: Duplex,
     private readonly options: RelayOptions,
   ) {
-    this.in = {
-      from: client,
-      to: upstream,
-      cursor: new FrameCursor(),
-      masked: true,
-      name: "in",
-      done: false,
-    };
-    this.out = {
-      from: upstream,
-      to: client,
-      cursor: new FrameCursor(),
-      masked: false,
-      name: "out",
-      done: false,
-    };
+    this.in = this.direction(client, upstream, "in");
+    this.out = this.direction(upstream, client, "out");
     this.lastActive = options.clock.monotonic();
     this.idleTimer = options.clock.after(options.idleMs, () => this.checkIdle());
     for (const direction of [this.in, this.out]) this.relay(direction);
@@ -104,15 +95,34 @@ export class Relay {
     }
   }
 
+  // Bytes go from `from` to `to` as they come, one write at a time (see HeldWrites), the source
+  // stopped while the sink takes no more: a peer's one-byte TCP segments would otherwise each be
+  // a write of their own, and a read of their own in a paused socket, hundreds of bytes of Node's
+  // bookkeeping apiece.
+  private direction(from: Duplex, to: Duplex, name: Direction["name"]): Direction {
+    const direction: Direction = {
+      from,
+      to,
+      reads: new HeldReads(from, (chunk) => this.passed(direction, chunk)),
+      writes: new HeldWrites(to, () => direction.reads.go()),
+      cursor: new FrameCursor(),
+      masked: name === "in",
+      name,
+      done: false,
+    };
+    return direction;
+  }
+
   private relay(direction: Direction): void {
     const { from, to } = direction;
-    from.on("data", (chunk: Buffer) => this.passed(direction, chunk));
     // A side that ends its half ends the other side's too, and is gone: WebSocket has no use for
     // a half-open connection (RFC 6455 §7.1.1). What the other side still sends within
     // CLOSING_MS is relayed; then both are closed, whether or not the other side ended its half.
     from.on("end", () => {
       this.ended(direction, "connection_closed");
-      if (!direction.done) to.end();
+      // What was read while the other side took no more goes before the end.
+      direction.reads.flush();
+      if (!direction.done) direction.writes.end();
       this.closeSoon();
     });
     from.on("error", () => {
@@ -123,13 +133,15 @@ export class Relay {
       this.ended(direction, "connection_closed");
       // The other side has what was written to it, and CLOSING_MS to go too.
       if (this.client.destroyed && this.upstream.destroyed) this.destroy();
-      else if (!to.destroyed) to.end();
+      else if (!to.destroyed) direction.writes.end();
       this.closeSoon();
     });
   }
 
   // Both sides are closed within CLOSING_MS from now, if not before.
   private closeSoon(): void {
+    // A connection already gone arms no timer, which would hold it, buffers and all, till then.
+    if (this.finished) return;
     this.closingTimer ??= this.options.clock.after(CLOSING_MS, () => this.destroy());
   }
 
@@ -159,11 +171,7 @@ export class Relay {
       }
     }
     this.count(direction, bytes.length);
-    const { from, to } = direction;
-    if (bytes.length > 0 && !to.write(bytes) && !from.isPaused()) {
-      from.pause();
-      to.once("drain", () => from.resume());
-    }
+    if (bytes.length > 0 && !direction.writes.write(bytes)) direction.reads.stop();
     if (this.closing !== undefined && cursor.atBoundary) {
       this.sendClose(direction);
       if (cut !== -1 && cut < chunk.length) this.follow(direction, chunk, cut);
@@ -191,7 +199,9 @@ export class Relay {
     if (closing === undefined || direction.done) return;
     direction.done = true;
     if (!direction.cursor.closeSent) {
-      direction.to.write(closeFrame(closing.code, closing.words, direction.masked));
+      // After what is held: the close frame follows every byte relayed before it. The source is
+      // not stopped for it, since what it sends from now on is followed, not relayed.
+      direction.writes.write(closeFrame(closing.code, closing.words, direction.masked));
     }
     this.settle();
   }
@@ -207,7 +217,7 @@ export class Relay {
       const side = toward.to;
       const closedToward = toward.done || toward.cursor.closeSent;
       if (closedToward && from.cursor.closeSent && !side.writableEnded && !side.destroyed) {
-        side.end();
+        toward.writes.end();
       }
     }
   }

@@ -25,13 +25,32 @@ export function closeCode(frame: Frame): number | undefined {
     : undefined;
 }
 
+/**
+ * A frame's head (RFC 6455 §5.2) for `length` bytes of payload of `opcode`, with `mask` as its
+ * masking key, or unmasked without one.
+ */
+export function frameHead(opcode: number, length: number, mask?: Buffer): Buffer {
+  const masked = mask === undefined ? 0 : 0x80;
+  let head: Buffer;
+  if (length < 126) {
+    head = Buffer.from([0x80 | opcode, masked | length]);
+  } else if (length < 0x10000) {
+    head = Buffer.from([0x80 | opcode, masked | 126, length >> 8, length & 0xff]);
+  } else {
+    head = Buffer.alloc(10);
+    head[0] = 0x80 | opcode;
+    head[1] = masked | 127;
+    head.writeBigUInt64BE(BigInt(length), 2);
+  }
+  return mask === undefined ? head : Buffer.concat([head, mask]);
+}
+
 /** A frame of `opcode` with `payload`, masked as a client's must be (RFC 6455 §5.3). */
 export function frame(opcode: number, payload: Buffer, masked: boolean): Buffer {
-  const head = Buffer.from([0x80 | opcode, (masked ? 0x80 : 0) | payload.length]);
-  if (!masked) return Buffer.concat([head, payload]);
+  if (!masked) return Buffer.concat([frameHead(opcode, payload.length), payload]);
   const mask = randomBytes(4);
   const body = Buffer.from(payload.map((byte, i) => byte ^ (mask[i % 4] as number)));
-  return Buffer.concat([head, mask, body]);
+  return Buffer.concat([frameHead(opcode, payload.length, mask), body]);
 }
 
 /** A close frame with `code`. */
@@ -65,12 +84,17 @@ export class FrameReader {
       const bytes = this.pending;
       if (bytes.length < 2) return;
       const masked = ((bytes[1] as number) & 0x80) !== 0;
-      const length = (bytes[1] as number) & 0x7f;
-      const start = 2 + (masked ? 4 : 0);
-      if (length > 125 || bytes.length < start + length) return;
+      const length7 = (bytes[1] as number) & 0x7f;
+      const extended = length7 === 126 ? 2 : length7 === 127 ? 8 : 0;
+      const start = 2 + extended + (masked ? 4 : 0);
+      if (bytes.length < start) return;
+      let length = length7;
+      if (length7 === 126) length = bytes.readUInt16BE(2);
+      else if (length7 === 127) length = Number(bytes.readBigUInt64BE(2));
+      if (bytes.length < start + length) return;
       let payload = bytes.subarray(start, start + length);
       if (masked) {
-        const mask = bytes.subarray(2, 6);
+        const mask = bytes.subarray(2 + extended, 6 + extended);
         payload = Buffer.from(payload.map((byte, i) => byte ^ (mask[i % 4] as number)));
       }
       this.frames.push({ opcode: (bytes[0] as number) & 0x0f, payload });

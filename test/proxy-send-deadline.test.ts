@@ -6,8 +6,11 @@
  */
 import t, { type Test } from "tap";
 import { request as httpRequest, type IncomingMessage, type ServerResponse } from "node:http";
-import { startTestGatehouse, type TestGatehouse } from "./helpers/gatehouse.js";
-import { manualClock } from "./helpers/clock.js";
+import {
+  startOnTestClock,
+  type ClockedGatehouse,
+  type TestGatehouse,
+} from "./helpers/gatehouse.js";
 import { eventually, untilHeldBack } from "./helpers/client.js";
 import { startUpstream } from "./helpers/upstream.js";
 import { SEND_CHECK_MS, SEND_STALLS } from "../src/http/send-deadline.js";
@@ -35,9 +38,9 @@ const upstream = await startUpstream((req: IncomingMessage, res: ServerResponse)
 });
 t.teardown(() => upstream.close());
 
-async function gatehouse(t: Test): Promise<{ g: TestGatehouse; advance: (ms: number) => void }> {
-  const clock = manualClock();
-  const g = await startTestGatehouse(
+function gatehouse(t: Test): Promise<ClockedGatehouse> {
+  return startOnTestClock(
+    t,
     `upstream:
   url: ${upstream.url}
   timeout: 10s
@@ -54,10 +57,7 @@ routes:
     methods: [GET]
     auth: none
 `,
-    { clock },
   );
-  t.teardown(() => g.close());
-  return { g, advance: (ms) => clock.advance(ms) };
 }
 
 /** Asks for /big and reads nothing of it. */

@@ -7,7 +7,7 @@
  */
 import t, { type Test } from "tap";
 import type { WebSocket } from "ws";
-import { startTestGatehouse, type TestGatehouse } from "./helpers/gatehouse.js";
+import { startOnTestClock, startTestGatehouse, type TestGatehouse } from "./helpers/gatehouse.js";
 import { manualClock } from "./helpers/clock.js";
 import { startProvider } from "./helpers/provider.js";
 import { metric } from "./helpers/metrics.js";
@@ -48,20 +48,8 @@ ${tokens}${await clientsYaml(clients)}${entries}routes:
 }
 
 /** A gatehouse on a clock of the test's own, in front of the echoing upstream. */
-async function gatehouse(
-  t: Test,
-  clients: readonly TestClient[] = [APP],
-): Promise<{
-  g: TestGatehouse;
-  advance: (ms: number) => void;
-}> {
-  const clock = manualClock();
-  const g = await startTestGatehouse(await config(clients), {
-    clock,
-    now: () => START + clock.monotonic(),
-  });
-  t.teardown(() => g.close());
-  return { g, advance: (ms) => clock.advance(ms) };
+async function gatehouse(t: Test, clients: readonly TestClient[] = [APP]) {
+  return startOnTestClock(t, await config(clients), START);
 }
 
 /** An open connection to `g` with `token`; echoes once, so both sides are up. */

@@ -8,8 +8,11 @@
  */
 import t, { type Test } from "tap";
 import type { Socket } from "node:net";
-import { startTestGatehouse, type TestGatehouse } from "./helpers/gatehouse.js";
-import { manualClock } from "./helpers/clock.js";
+import {
+  startOnTestClock,
+  type ClockedGatehouse,
+  type TestGatehouse,
+} from "./helpers/gatehouse.js";
 import { eventually } from "./helpers/client.js";
 import { clientsYaml, obtainToken } from "./helpers/tokens.js";
 import { startRawUpstream, type RawExchange } from "./helpers/raw-upstream.js";
@@ -41,9 +44,9 @@ t.beforeEach(() => {
 });
 
 /** A gatehouse on a clock of the test's own. */
-async function gatehouse(t: Test): Promise<{ g: TestGatehouse; advance: (ms: number) => void }> {
-  const clock = manualClock();
-  const g = await startTestGatehouse(
+async function gatehouse(t: Test): Promise<ClockedGatehouse> {
+  return startOnTestClock(
+    t,
     `upstream:
   url: ${upstream.url}
   timeout: 10m
@@ -66,10 +69,8 @@ routes:
     auth: none
     websocket: true
 `,
-    { clock, now: () => START + clock.monotonic() },
+    START,
   );
-  t.teardown(() => g.close());
-  return { g, advance: (ms) => clock.advance(ms) };
 }
 
 /** Resolves once `socket` has closed, writing a byte now and then so a gone peer answers RST. */

@@ -4,8 +4,10 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { Writable } from "node:stream";
 import type { Logger } from "pino";
+import type { Test } from "tap";
 import { createLogger } from "../../src/log.js";
 import { startGatehouse, type Gatehouse, type StartOptions } from "../../src/server.js";
+import { manualClock } from "./clock.js";
 
 /** A gatehouse started for a test, with its config folder and captured log lines. */
 export interface TestGatehouse {
@@ -104,6 +106,28 @@ export async function startTestGatehouse(
       await rm(dir, { recursive: true, force: true });
     },
   };
+}
+
+/** A gatehouse on a clock of the test's own, and the way to move it. */
+export interface ClockedGatehouse {
+  readonly g: TestGatehouse;
+  advance(ms: number): void;
+}
+
+/**
+ * Starts gatehouse on `yaml` with a clock that moves only when the test advances it (its
+ * wall-clock time `epochMs` plus the clock's, when given), closed when `t` ends.
+ */
+export async function startOnTestClock(
+  t: Test,
+  yaml: string,
+  epochMs?: number,
+): Promise<ClockedGatehouse> {
+  const clock = manualClock();
+  const now = epochMs === undefined ? {} : { now: () => epochMs + clock.monotonic() };
+  const g = await startTestGatehouse(yaml, { clock, ...now });
+  t.teardown(() => g.close());
+  return { g, advance: (ms) => clock.advance(ms) };
 }
 
 /** A minimal config in front of `upstreamUrl`, with extra YAML appended. */

@@ -7,6 +7,7 @@
 import { spawnSync } from "node:child_process";
 import { readFile, mkdtemp, writeFile } from "node:fs/promises";
 import { readFileSync, readdirSync, statSync } from "node:fs";
+import { createServer, type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { basename, dirname, join, resolve } from "node:path";
 import t, { type Test } from "tap";
@@ -28,7 +29,7 @@ interface Container extends Json {
   securityContext?: Json & { capabilities?: { drop?: string[] } };
   lifecycle?: { preStop?: { sleep?: { seconds: number } } };
   resources?: { requests?: Json; limits?: Json };
-  env?: Array<{ name: string; valueFrom?: { secretKeyRef?: { name: string } } }>;
+  env?: Array<{ name: string; value?: string; valueFrom?: { secretKeyRef?: { name: string } } }>;
   volumeMounts?: Array<{ name: string; mountPath: string }>;
 }
 
@@ -114,6 +115,101 @@ t.test("probes use gatehouse's health paths on its admin port", async (t) => {
   const admin = ports.find((p) => p.name === "admin");
   t.equal(admin?.containerPort, portOf(kubeConfig.admin_listen), "the port admin_listen binds");
   t.not(admin?.containerPort, portOf(kubeConfig.listen), "not the public one");
+});
+
+interface IngressRule {
+  from?: Json[];
+  ports?: Array<{ protocol?: string; port: number | string }>;
+}
+
+// The legacy container's own port is the one a client must not reach around gatehouse, even
+// should the application listen on every interface.
+t.test(
+  "the NetworkPolicy admits gatehouse's ports only, the admin one from monitoring",
+  async (t) => {
+    const policy = byKind("NetworkPolicy") as {
+      spec: { podSelector: { matchLabels: Json }; policyTypes: string[]; ingress: IngressRule[] };
+    };
+    t.ok(policy, "the manifest has one");
+    const labels = (deployment.spec.template as { metadata?: { labels?: Json } }).metadata?.labels;
+    t.strictSame(policy.spec.podSelector.matchLabels, labels, "it selects gatehouse's pods");
+    t.strictSame(policy.spec.policyTypes, ["Ingress"]);
+    const admitted = policy.spec.ingress.flatMap((rule) => {
+      t.ok((rule.ports ?? []).length > 0, "every rule names its ports: none admits every port");
+      return (rule.ports ?? []).map((p) => ({
+        protocol: p.protocol,
+        port: p.port,
+        from: rule.from,
+      }));
+    });
+    const listening = [kubeConfig.listen, kubeConfig.admin_listen].map(portOf);
+    t.strictSame(
+      admitted.map((p) => p.port),
+      listening,
+      "the ports listen and admin_listen bind",
+    );
+    const declared = (gatehouseContainer.ports as Array<{ containerPort: number }>).map(
+      (p) => p.containerPort,
+    );
+    t.strictSame(declared, listening, "which gatehouse's container declares");
+    t.ok(
+      admitted.every((p) => p.protocol === "TCP"),
+      "over TCP",
+    );
+    t.equal(admitted[0]?.from, undefined, "the public port from anywhere");
+    t.strictSame(
+      admitted[1]?.from,
+      [{ namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "monitoring" } } }],
+      "the admin port only from the monitoring namespace",
+    );
+    t.match(
+      manifestText,
+      /^ *# .*namespace named monitoring.*\n *# .*kubernetes\.io\/metadata\.name/m,
+    );
+    const app = pod.containers.find((c) => c.name !== "gatehouse") as Container;
+    const appPort = Number(app.env?.find((v) => v.name === "PORT")?.value);
+    t.equal(
+      new URL(kubeConfig.upstream.url).port,
+      String(appPort),
+      "the upstream is the app's port",
+    );
+    t.notOk(listening.includes(appPort), `the application's port ${appPort} is not admitted`);
+  },
+);
+
+/** A TCP listener on `host`, port 0, closed at the end of `t`; its port. */
+async function listenerOn(t: Test, host: string): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((done) => server.listen(0, host, done));
+  t.teardown(() => new Promise<void>((done) => server.close(() => done())));
+  return (server.address() as AddressInfo).port;
+}
+
+// The command runs in gatehouse's container, which shares the pod's network stack: here, the
+// script it hands to node reads this machine's sockets instead.
+t.test("docs/deploying.md's command lists each listening address of the pod", async (t) => {
+  const name = (deployment as unknown as { metadata: { name: string } }).metadata.name;
+  const command = new RegExp(
+    `^kubectl exec deploy/${name} -c ${gatehouseContainer.name} -- node -e '\n([^']*)'$`,
+    "m",
+  );
+  const script = command.exec(readManual("docs/deploying.md"))?.[1] ?? "";
+  t.not(script, "", "the command is there, naming the manifest's Deployment and container");
+  const loopback = await listenerOn(t, "127.0.0.1");
+  const every = await listenerOn(t, "0.0.0.0");
+  const loopback6 = await listenerOn(t, "::1");
+  const listed = spawnSync(process.execPath, ["-e", script], { encoding: "utf8" });
+  t.equal(listed.stderr, "");
+  t.equal(listed.status, 0);
+  const lines = listed.stdout.trim().split("\n");
+  t.ok(lines.includes(`127.0.0.1:${loopback}`), "on loopback");
+  t.ok(lines.includes(`0.0.0.0:${every}`), "on every interface");
+  t.ok(lines.includes(`[::1]:${loopback6}`), "on IPv6's loopback");
+  t.notOk(lines.includes(`0.0.0.0:${loopback}`));
+  t.ok(
+    lines.every((line) => /^(\d+(\.\d+){3}|\[[\d:a-f.]+\]):\d+$/.test(line)),
+    "nothing but addresses",
+  );
 });
 
 t.test("the application outlives gatehouse's drain, within the grace period", async (t) => {

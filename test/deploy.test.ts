@@ -312,6 +312,82 @@ t.test(
   },
 );
 
+// Docker opens a published port in the firewall rules itself, ahead of a host firewall: a port on
+// every interface would reach the replicas from any network the host is on.
+t.test("compose: every published port is on the host's loopback, one per replica", async (t) => {
+  const published = Object.entries(compose.services).flatMap(([name, service]) =>
+    ((service.ports ?? []) as unknown[]).map((port) => ({ name, port })),
+  );
+  t.ok(published.length > 0, "something is published, to try the example");
+  for (const { name, port } of published) {
+    t.match(port, /^127\.0\.0\.1:\d+(-\d+)?:\d+$/, `${name}: ${String(port)}`);
+  }
+  const [, service] = gatehouseServices[0] as [string, (typeof gatehouseServices)[0][1]];
+  const ports = (service.ports ?? []) as string[];
+  t.equal(ports.length, 1);
+  const [, first, last = first, inside] =
+    /^127\.0\.0\.1:(\d+)(?:-(\d+))?:(\d+)$/.exec(ports[0] ?? "") ?? [];
+  t.equal(Number(inside), portOf(composeConfig.file.listen), "gatehouse's public port");
+  // Two replicas on one host port: the second would fail to start.
+  t.equal(
+    Number(last) - Number(first) + 1,
+    (service.deploy as Json).replicas,
+    "a host port for each replica",
+  );
+  t.match(
+    await readFile("deploy/compose/docker-compose.yaml", "utf8"),
+    /^ *# .*In production a balancer in front/m,
+    "and the file says a balancer goes in front in production",
+  );
+});
+
+/** The documented command that makes the compose example's key, and its parts. */
+function composeKeyCommand(text: string) {
+  const line =
+    text
+      .split("\n")
+      .map((l) => l.replace(/^# +/, ""))
+      .find((l) => l.startsWith("docker run") && l.includes("keygen --out")) ?? "";
+  const [, folder, inside, script] =
+    /-v "\$PWD\/([^:]+):([^"]+)" --entrypoint sh gatehouse:local -c '([^']+)'$/.exec(line) ?? [];
+  return { line, folder: folder ?? "", inside: inside ?? "", script: script ?? "" };
+}
+
+// Compose mounts a secret's file as the host has it, owner and mode: the key must be the image
+// user's, readable by no one else.
+t.test("compose: the key is written with mode 0600, owned by the image's user", async (t) => {
+  const fromCompose = composeKeyCommand(
+    await readFile("deploy/compose/docker-compose.yaml", "utf8"),
+  );
+  const fromDocs = composeKeyCommand(readManual("docs/deploying.md"));
+  t.not(fromCompose.script, "", "the compose file shows the command");
+  t.equal(fromDocs.line, fromCompose.line, "and docs/deploying.md the same one");
+  const { folder, inside, script } = fromCompose;
+  const secretFile = resolve("deploy/compose", compose.secrets.gatehouse_signing_key?.file ?? "");
+  const out = /keygen --out (\S+)/.exec(script)?.[1] ?? "";
+  t.equal(dirname(out), inside, "keygen writes into the mounted folder");
+  t.equal(resolve(folder, basename(out)), secretFile, "the file the compose secret mounts");
+  const imageUser = /^USER (\d+:\d+)$/m.exec(await readFile("Dockerfile", "utf8"))?.[1] ?? "";
+  t.match(script, new RegExp(`&& chown ${imageUser} ${out}$`), `handed to ${imageUser}`);
+  // Run here as written, the container's folder a temporary one; without root, the key is handed
+  // to this process's own user, the one it may give files to.
+  const root = process.getuid?.() === 0;
+  const owner = root ? imageUser : `${process.getuid?.()}:${process.getgid?.()}`;
+  const dir = await mkdtemp(join(tmpdir(), "gatehouse-compose-key-"));
+  const local = script.replace(`chown ${imageUser}`, `chown ${owner}`).replaceAll(inside, dir);
+  const made = spawnSync("sh", ["-c", local], { encoding: "utf8", env: { ...process.env } });
+  t.equal(made.status, 0, made.stderr);
+  const key = statSync(join(dir, basename(out)));
+  t.equal(key.mode & 0o777, 0o600, "readable by its owner only");
+  t.equal(`${key.uid}:${key.gid}`, owner);
+  const pem = readFileSync(join(dir, basename(out)), "utf8");
+  t.match(pem, /^-----BEGIN PRIVATE KEY-----\n/);
+  const again = spawnSync("sh", ["-c", local], { encoding: "utf8" });
+  t.equal(again.status, 1, "run again, it fails");
+  t.match(again.stderr, /already exists; keygen never overwrites/);
+  t.equal(readFileSync(join(dir, basename(out)), "utf8"), pem, "and the key is kept");
+});
+
 // What a CI job can run on the examples without their secrets: the variables (REPORTING_APP_SECRET)
 // and the mounted key exist only where they are deployed, and check --no-env does not ask for them.
 t.test("each example's config passes gatehouse check --no-env", async (t) => {

@@ -20,6 +20,9 @@ export interface ReloadFailures {
 /** Creates the report of failed reloads, with no failure yet. */
 export function createReloadFailures(log: Logger, metrics: Metrics): ReloadFailures {
   let last: string | undefined;
+  // Exported from the start at 0: a series that first appears at 1 shows Prometheus no increase,
+  // and a bad content is counted once, so the alert on failed reloads would miss it.
+  metrics.configReloads.inc({ result: "failure" }, 0);
   return {
     failed(identity, trigger, details) {
       if (identity === last) {

@@ -62,8 +62,9 @@ export class ProofRejected extends Error {
 export interface ProofSettings {
   /** `tokens.dpop.algorithms`. */
   readonly algorithms: readonly string[];
-  /** How far a proof's `iat` may lie behind now, beyond the clock tolerance. */
+  /** How far a proof's `iat` may lie from now, behind or ahead: all the leeway it has. */
   readonly iatWindowSeconds: number;
+  /** The leeway for an `exp` or `nbf` a proof chooses to carry; never added to the window. */
   readonly clockToleranceSeconds: number;
   /** Nonces, when `tokens.dpop.nonce` requires them. */
   readonly nonces: DpopNonces | undefined;
@@ -283,7 +284,6 @@ export function createProofVerifier(
   const algorithms = [...settings.algorithms];
   // In whole milliseconds, as the proof's iat is compared and its jti held.
   const windowMs = Math.round(settings.iatWindowSeconds * 1000);
-  const toleranceMs = Math.round(settings.clockToleranceSeconds * 1000);
   const keys = createKeyCache(cacheSize, cacheBytes);
 
   const importKey = async (
@@ -320,7 +320,8 @@ export function createProofVerifier(
             algorithms,
             typ: "dpop+jwt",
             currentDate: new Date(nowMs),
-            clockTolerance: toleranceMs / 1000,
+            // Only for an exp or nbf the proof carries: its iat is compared below.
+            clockTolerance: settings.clockToleranceSeconds,
           },
         ));
       } catch (error) {
@@ -333,8 +334,9 @@ export function createProofVerifier(
       // A fraction of a second in iat is kept to the millisecond, so the window and the time
       // its jti is held are whole milliseconds, as every store takes them.
       const iatMs = Math.floor(iat * 1000);
-      const lastMs = iatMs + windowMs + toleranceMs;
-      if (iatMs > nowMs + toleranceMs || nowMs > lastMs) throw new ProofRejected("iat");
+      // The window is all the leeway, either way: the clock tolerance does not widen it.
+      const lastMs = iatMs + windowMs;
+      if (iatMs > nowMs + windowMs || nowMs > lastMs) throw new ProofRejected("iat");
       if (htm !== check.method) throw new ProofRejected("htm");
       if (normalizedHtu(htu) !== check.url) throw new ProofRejected("htu");
       if (check.accessToken !== undefined && payload.ath !== accessTokenHash(check.accessToken)) {

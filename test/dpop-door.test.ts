@@ -190,6 +190,24 @@ t.test("the htu is the request's Host and path as sent, in http, without the que
   );
 });
 
+t.test("a refused htu is logged with the URL the proof had to name, never the token", async (t) => {
+  const bound = await token();
+  const path = "/v1/items";
+  const dpop = await proofFor(bound, path, { htu: `http://elsewhere.example${path}` });
+  const answer = await get(`${path}?a=1`, dpopHeaders(bound, dpop));
+  t.equal(answer.status, 401);
+  const id = answer.headers["x-request-id"];
+  const line = await g.logged(
+    (entry) => entry.requestId === id && entry.msg === "DPoP proof refused",
+  );
+  t.match(line, { level: "info", clientId: APP.id, reason: "htu" });
+  t.equal(line.expectedHtu, `${g.url}${path}`, "the request's URL, as the proof had to name it");
+  await g.logged((entry) => entry.requestId === id && entry.msg === "request");
+  const written = JSON.stringify(g.logs.filter((entry) => entry.requestId === id));
+  t.notOk(written.includes(bound), "the token is in no line");
+  t.notOk(written.includes(dpop), "nor the proof");
+});
+
 t.test("an absolute-form target names the URL; a request without a host names none", async (t) => {
   const bound = await token();
   const raw = async (htu: string, head: string): Promise<unknown> => {

@@ -166,6 +166,20 @@ t.test("each rule a proof can break is named in the refusal", async (t) => {
   }
 });
 
+t.test("a refused htu is logged with the URL the proof had to name", async (t) => {
+  const answer = await tokenRequest(
+    manual,
+    await proof(manual, { htu: "http://elsewhere.example/oauth/token" }),
+  );
+  t.equal(answer.status, 400);
+  const id = answer.headers["x-request-id"];
+  const line = await manual.logged(
+    (entry) => entry.requestId === id && entry.msg === "DPoP proof refused",
+  );
+  t.match(line, { level: "info", clientId: APP.id, reason: "htu" });
+  t.equal(line.expectedHtu, `${manual.url}/oauth/token`);
+});
+
 t.test("a proof is accepted once", async (t) => {
   const dpop = await proof(manual);
   t.equal((await tokenRequest(manual, dpop)).status, 200);

@@ -244,6 +244,8 @@ t.test("a proof for another URL or method, or with a wrong ath, is refused", asy
     ["https", { htu: `https://127.0.0.1:${g.port}/v1/items` }, "htu"],
     ["a path prefix", { htu: `${g.url}/v1` }, "htu"],
     ["not a URL", { htu: "/v1/items" }, "htu"],
+    // ws is a WebSocket handshake's scheme only.
+    ["a ws URL", { htu: `ws://127.0.0.1:${g.port}/v1/items` }, "htu"],
     ["another method", { htm: "POST" }, "htm"],
     ["a method in lower case", { htm: "get" }, "htm"],
     ["the ath of another token", { token: await token() }, "ath"],

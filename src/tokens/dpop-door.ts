@@ -77,6 +77,8 @@ export function createDoorProofs(
       const check = {
         method: req.method as string,
         url: expectedHtu(origin, ctx, sentPath(ctx)),
+        // A WebSocket client names the URL it opened, in ws or wss.
+        webSocket: ctx.upgrade !== undefined,
         accessToken,
         jkt,
       };

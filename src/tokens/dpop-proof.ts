@@ -76,6 +76,8 @@ export interface ProofCheck {
   readonly method: string;
   /** The URL the client used, as `normalizedHtu` gives it (`htu`). */
   readonly url: string;
+  /** A WebSocket handshake: its `htu` may name the URL in `ws` or `wss` for `http` or `https`. */
+  readonly webSocket?: boolean;
   /** The access token the proof comes with, whose hash is its `ath`; none at the token endpoint. */
   readonly accessToken?: string;
   /** The thumbprint the token is bound to (`cnf.jkt`); none at the token endpoint. */
@@ -135,19 +137,29 @@ export function proofTooLarge(req: IncomingMessage): boolean {
 
 const UNRESERVED = /^[A-Za-z0-9\-._~]$/;
 
+// RFC 6455 §3: a WebSocket's URL is its handshake's, with `ws` for `http` and `wss` for `https`
+// (the default ports are the same). A browser or a WebSocket client names the URL it opened.
+const WEBSOCKET_SCHEMES: ReadonlyMap<string, string> = new Map([
+  ["ws:", "http:"],
+  ["wss:", "https:"],
+]);
+
 /**
  * An `htu` or a request's URL in the form they are compared in (RFC 9449 §4.3 item 9, RFC 3986
  * §6.2.2 and §6.2.3): scheme and host in lower case, no default port, dot segments resolved,
  * percent-encodings in upper case and unreserved characters decoded, without query and fragment.
- * Undefined when it is no http or https URL.
+ * With `webSocket`, a `ws` or `wss` URL is taken as its `http` or `https` one. Undefined when it
+ * is no http or https URL.
  */
-export function normalizedHtu(value: string): string | undefined {
+export function normalizedHtu(value: string, webSocket = false): string | undefined {
   let url: URL;
   try {
     url = new URL(value);
   } catch {
     return undefined;
   }
+  const httpScheme = webSocket ? WEBSOCKET_SCHEMES.get(url.protocol) : undefined;
+  if (httpScheme !== undefined) url.protocol = httpScheme;
   if (url.protocol !== "https:" && url.protocol !== "http:") return undefined;
   const path = url.pathname.replace(/%([0-9A-Fa-f]{2})/g, (escape, hex: string) => {
     const char = String.fromCharCode(Number.parseInt(hex, 16));
@@ -338,7 +350,7 @@ export function createProofVerifier(
       const lastMs = iatMs + windowMs;
       if (iatMs > nowMs + windowMs || nowMs > lastMs) throw new ProofRejected("iat");
       if (htm !== check.method) throw new ProofRejected("htm");
-      if (normalizedHtu(htu) !== check.url) throw new ProofRejected("htu");
+      if (normalizedHtu(htu, check.webSocket) !== check.url) throw new ProofRejected("htu");
       if (check.accessToken !== undefined && payload.ath !== accessTokenHash(check.accessToken)) {
         throw new ProofRejected("ath");
       }

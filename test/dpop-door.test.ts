@@ -6,10 +6,9 @@
  * error code, the exact WWW-Authenticate, the body's words and the access log's reason. The
  * proof and the DPoP-scheme Authorization never reach the upstream.
  */
-import { createHmac, createPublicKey, randomUUID } from "node:crypto";
+import { createHmac, randomUUID } from "node:crypto";
 import t from "tap";
-import { calculateJwkThumbprint, exportJWK, generateKeyPair, type JWK } from "jose";
-import { generateKeyPem } from "../src/tokens/keys.js";
+import { exportJWK, generateKeyPair, type JWK } from "jose";
 import { PROOF_RULES, type ProofRule } from "../src/tokens/dpop-proof.js";
 import { BEARER_REFUSALS } from "../src/tokens/refusal-reasons.js";
 import { json, send } from "./helpers/client.js";
@@ -17,7 +16,7 @@ import {
   ALGS,
   dpopHeaders,
   dpopKey,
-  ownSigner,
+  ownSigningKey,
   proof,
   refusal,
   refusedAs,
@@ -45,9 +44,7 @@ const PATHS: Record<RouteKind, string> = { optional: "/v1/items", required: "/v1
 const upstream = await startUpstream();
 t.teardown(() => upstream.close());
 
-const pem = await generateKeyPem("EdDSA");
-const signingJwk = await exportJWK(createPublicKey(pem));
-const sign = await ownSigner(pem, await calculateJwkThumbprint(signingJwk));
+const { pem, sign } = await ownSigningKey();
 
 let now = NOW;
 const g = await startTestGatehouse(

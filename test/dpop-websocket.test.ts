@@ -5,12 +5,10 @@
  * and a handshake's on a route that serves it as plain HTTP, are refused, and the refusal is
  * logged with the URL the proof had to name. The clock is the test's.
  */
-import { createPublicKey, randomUUID } from "node:crypto";
+import { randomUUID } from "node:crypto";
 import t from "tap";
-import { calculateJwkThumbprint, exportJWK } from "jose";
-import { generateKeyPem } from "../src/tokens/keys.js";
 import { send } from "./helpers/client.js";
-import { dpopHeaders, dpopKey, ownSigner, proof } from "./helpers/dpop.js";
+import { dpopHeaders, dpopKey, ownSigningKey, proof } from "./helpers/dpop.js";
 import { configFor, startTestGatehouse, type TestGatehouse } from "./helpers/gatehouse.js";
 import { clientsYaml, type TestClient } from "./helpers/tokens.js";
 import { closed, openWs, startWsUpstream, type Opened } from "./helpers/websocket.js";
@@ -24,11 +22,7 @@ const API = "https://api.example.com";
 const upstream = await startWsUpstream();
 t.teardown(() => upstream.close());
 
-const pem = await generateKeyPem("EdDSA");
-const sign = await ownSigner(
-  pem,
-  await calculateJwkThumbprint(await exportJWK(createPublicKey(pem))),
-);
+const { pem, sign } = await ownSigningKey();
 const KEY = await dpopKey();
 
 /** A gatehouse on the test's clock whose route /ws has `websocket: true`, or not. */

@@ -5,10 +5,8 @@
  * origin, whatever the Host); server nonces (RFC 9449 §8 and §9) from one time slot to the next;
  * the RFC 9728 document's DPoP members, and the challenges that point to it.
  */
-import { createPublicKey, randomUUID } from "node:crypto";
+import { randomUUID } from "node:crypto";
 import t from "tap";
-import { calculateJwkThumbprint, exportJWK } from "jose";
-import { generateKeyPem } from "../src/tokens/keys.js";
 import { PROOF_RULES } from "../src/tokens/dpop-proof.js";
 import { BEARER_REFUSALS } from "../src/tokens/refusal-reasons.js";
 import { json, send } from "./helpers/client.js";
@@ -16,7 +14,7 @@ import {
   dpopHeaders,
   dpopKey,
   observed,
-  ownSigner,
+  ownSigningKey,
   proof,
   refusal,
   refusedAs,
@@ -37,11 +35,7 @@ const PR_PATH = "/.well-known/oauth-protected-resource";
 const upstream = await startUpstream();
 t.teardown(() => upstream.close());
 
-const pem = await generateKeyPem("EdDSA");
-const sign = await ownSigner(
-  pem,
-  await calculateJwkThumbprint(await exportJWK(createPublicKey(pem))),
-);
+const { pem, sign } = await ownSigningKey();
 const KEY = await dpopKey();
 const CLIENTS = await clientsYaml([APP]);
 

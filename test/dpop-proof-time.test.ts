@@ -1,14 +1,15 @@
 /**
  * The edges of a used proof's life (docs/dpop.md), through real sockets on a clock the test holds:
- * a proof is refused as used through the last millisecond at which it verifies; an `iat` (or an
- * assertion's `exp`) with a fraction of a second is held in whole milliseconds, so Redis records
- * it as it records any other; and with the memory store, used proof ids are kept in `state_file`
- * across a restart.
+ * a proof is refused as used through the last millisecond at which it verifies, whether its iat
+ * lies behind now or ahead, in the process and in Redis; an `iat` (or an assertion's `exp`) with
+ * a fraction of a second is held in whole milliseconds, so Redis records it as it records any
+ * other; and with the memory store, used proof ids are kept in `state_file` across a restart.
  */
 import { randomBytes } from "node:crypto";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { Redis } from "ioredis";
 import t from "tap";
 import { PROOF_RULES } from "../src/tokens/dpop-proof.js";
 import {
@@ -29,8 +30,8 @@ import { startUpstream } from "./helpers/upstream.js";
 const APP: TestClient = { id: "reporting-app", secret: "reporting-secret-0123456789abcdef" };
 const ISSUER = "https://auth.example.com";
 const TOKEN_URL = `${ISSUER}/oauth/token`;
-// The window (300 s) and the clock tolerance (30 s) behind an iat, in milliseconds.
-const WINDOW_MS = 330_000;
+// The window behind an iat, in milliseconds: 300 s, which the clock tolerance does not widen.
+const WINDOW_MS = 300_000;
 const START = Date.UTC(2026, 5, 1, 12);
 const KEY = await dpopKey();
 const batch = await keyClient("batch-job", "ES256");
@@ -74,7 +75,8 @@ const said = (answer: ClientResponse) => {
 
 t.test("a used proof is refused through the last millisecond of its window", async (t) => {
   const g = await gatehouse();
-  for (const iat of [START / 1000, START / 1000 + 0.1234567]) {
+  // A proof whose iat lies ahead is accepted from a window before it: held for both windows.
+  for (const iat of [START / 1000, START / 1000 + 0.1234567, START / 1000 + 299]) {
     now = START;
     const dpop = await tokenProof(iat);
     t.equal(said(await tokenRequest(g, dpop)), 200, `iat ${iat}: first use`);
@@ -107,6 +109,19 @@ t.test("a fraction of a second in iat or exp is recorded in Redis like any other
   const dpop = await tokenProof(START / 1000 + 0.1234567);
   t.equal(said(await tokenRequest(a, dpop)), 200, "a proof issued at a fraction of a second");
   t.equal(said(await tokenRequest(b, dpop)), `400 ${PROOF_RULES.replay}`, "used, at every replica");
+
+  // A proof issued 299 s ahead is accepted from now to a window after its iat: its record in
+  // Redis lives that long, as gatehouse's clock reads it.
+  const ahead = await tokenProof(START / 1000 + 299);
+  t.equal(said(await tokenRequest(a, ahead)), 200, "a proof issued 299 s ahead");
+  const direct = new Redis(redis.url);
+  t.teardown(() => direct.quit());
+  const kept = 299_000 + WINDOW_MS + 1;
+  const left = await direct.pttl(`${prefix}{dpop:${KEY.jkt}}:once:${String(claimsOf(ahead).jti)}`);
+  t.ok(left <= kept && left > kept - 30_000, `${left} ms left of ${kept}`);
+  now = START + kept - 1;
+  t.equal(said(await tokenRequest(b, ahead)), `400 ${PROOF_RULES.replay}`, "used, to its end");
+  now = START;
 
   const exp = Math.floor(START / 1000) + 60.5;
   const signed = await assertion(batch, START, ISSUER, { exp });

@@ -36,7 +36,7 @@ export const DpopSchema = z
         "The algorithms a DPoP proof may be signed with (dpop_signing_alg_values_supported).",
       ),
     iat_window: positiveDuration(
-      "How far a proof's iat may lie from now (plus clock_tolerance); a proof's jti is held that long.",
+      "How far a proof's iat may lie from now, behind or ahead; clock_tolerance does not widen it. A used proof's jti is held until its iat plus this.",
     )
       .refine(withinADay, { error: "must be at most 1d: a used proof's jti is held that long" })
       .default("300s"),

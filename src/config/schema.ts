@@ -176,7 +176,9 @@ export const FileSchema = z
           "Every scope gatehouse knows; clients and routes name only these.",
         ).default([]),
         ttl: positiveDuration("Token lifetime (expires_in).").default("1h"),
-        clock_tolerance: duration("Leeway for exp, nbf and iat checks.").default("30s"),
+        clock_tolerance: duration(
+          "Leeway for exp, nbf and iat checks; not for a DPoP proof's iat, which tokens.dpop.iat_window alone bounds.",
+        ).default("30s"),
         assertion_max_lifetime: positiveDuration(
           "How far ahead of now a private_key_jwt client assertion's exp may be; a used jti is held until that exp.",
         )

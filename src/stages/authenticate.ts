@@ -302,7 +302,7 @@ export function createAuthenticateStage(
 
   const refusing = refusals(settings, failures, services);
   const { refuse, refuseCounted, overLimit } = refusing;
-  const proofs = createDoorProofs(settings, marks, challenges);
+  const proofs = createDoorProofs(settings, marks, challenges, services.log);
   const bound = keyBinding(invalid, proofs, refusing);
 
   const admit = (

@@ -5,6 +5,7 @@
  * verified, the token included.
  */
 import type { Reply, RequestContext } from "../core/context.js";
+import type { Services } from "../core/services.js";
 import { invalidProofAnswers, nonceAnswer } from "./bearer-answers.js";
 import { createProofVerifier, proofTooLarge, useProof } from "./dpop-proof.js";
 import { expectedHtu, sentPath } from "./dpop-url.js";
@@ -48,11 +49,15 @@ function audienceOrigin(audience: string): string | undefined {
   return url.protocol === "https:" || url.protocol === "http:" ? url.origin : undefined;
 }
 
-/** The proof checks of `settings`, recording first uses in `marks`. */
+/**
+ * The proof checks of `settings`, recording first uses in `marks`. A proof refused for its `htu`
+ * is logged to `log` with the URL it had to name, which the client cannot be told otherwise.
+ */
 export function createDoorProofs(
   settings: TokenSettings,
   marks: TokenMarks,
   challenges: Challenges,
+  log: Services["log"],
 ): DoorProofs {
   const verifier = createProofVerifier(settings.dpop);
   const { nonces } = settings.dpop;
@@ -72,12 +77,21 @@ export function createDoorProofs(
       const check = {
         method: req.method as string,
         url: expectedHtu(origin, ctx, sentPath(ctx)),
+        // A WebSocket client names the URL it opened, in ws or wss.
+        webSocket: ctx.upgrade !== undefined,
         accessToken,
         jkt,
       };
       const use = await useProof(verifier, marks.firstProof, req, clientKey, check, nowMs);
       if (use === "unavailable") return use;
       if (typeof use === "object") return undefined;
+      if (use === "htu") {
+        const { requestId } = ctx;
+        log.info(
+          { requestId, clientId: clientKey, reason: use, expectedHtu: check.url },
+          "DPoP proof refused",
+        );
+      }
       // The client is told the current nonce and tries again; the refusal counts all the same,
       // as its proof's signature was checked. A full share is its client's own volume, not a
       // forgery.

@@ -72,13 +72,18 @@ export function createTokenDpop(
   const nonceHeaders = (nowMs: number): Record<string, string> =>
     dpop.nonces === undefined ? {} : { "dpop-nonce": dpop.nonces.current(nowMs) };
 
+  // `more`: what else the log line says (an htu refusal names the URL the proof had to name).
   const refuse = (
     ctx: RequestContext,
     clientId: string | undefined,
     reason: string,
     reply: Reply,
+    more: { readonly expectedHtu?: string } = {},
   ): Reply => {
-    services.log.info({ requestId: ctx.requestId, clientId, reason }, "DPoP proof refused");
+    services.log.info(
+      { requestId: ctx.requestId, clientId, reason, ...more },
+      "DPoP proof refused",
+    );
     return reply;
   };
   const refuseCounted = async (
@@ -86,9 +91,10 @@ export function createTokenDpop(
     clientId: string | undefined,
     reason: string,
     reply: Reply,
+    more?: { readonly expectedHtu?: string },
   ): Promise<Reply> => {
     await limiterCall({ services }, failures.failed(ctx.client.address));
-    return refuse(ctx, clientId, reason, reply);
+    return refuse(ctx, clientId, reason, reply, more);
   };
 
   return {
@@ -113,7 +119,8 @@ export function createTokenDpop(
         use === "nonce"
           ? oauthError(400, "use_dpop_nonce", PROOF_RULES.nonce, nonceHeaders(nowMs))
           : REFUSALS[use];
-      return refuseCounted(ctx, clientId, use, reply);
+      const more = use === "htu" ? { expectedHtu: check.url } : {};
+      return refuseCounted(ctx, clientId, use, reply, more);
     },
   };
 }

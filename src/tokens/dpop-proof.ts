@@ -62,8 +62,9 @@ export class ProofRejected extends Error {
 export interface ProofSettings {
   /** `tokens.dpop.algorithms`. */
   readonly algorithms: readonly string[];
-  /** How far a proof's `iat` may lie behind now, beyond the clock tolerance. */
+  /** How far a proof's `iat` may lie from now, behind or ahead: all the leeway it has. */
   readonly iatWindowSeconds: number;
+  /** The leeway for an `exp` or `nbf` a proof chooses to carry; never added to the window. */
   readonly clockToleranceSeconds: number;
   /** Nonces, when `tokens.dpop.nonce` requires them. */
   readonly nonces: DpopNonces | undefined;
@@ -75,6 +76,8 @@ export interface ProofCheck {
   readonly method: string;
   /** The URL the client used, as `normalizedHtu` gives it (`htu`). */
   readonly url: string;
+  /** A WebSocket handshake: its `htu` may name the URL in `ws` or `wss` for `http` or `https`. */
+  readonly webSocket?: boolean;
   /** The access token the proof comes with, whose hash is its `ath`; none at the token endpoint. */
   readonly accessToken?: string;
   /** The thumbprint the token is bound to (`cnf.jkt`); none at the token endpoint. */
@@ -134,19 +137,29 @@ export function proofTooLarge(req: IncomingMessage): boolean {
 
 const UNRESERVED = /^[A-Za-z0-9\-._~]$/;
 
+// RFC 6455 §3: a WebSocket's URL is its handshake's, with `ws` for `http` and `wss` for `https`
+// (the default ports are the same). A browser or a WebSocket client names the URL it opened.
+const WEBSOCKET_SCHEMES: ReadonlyMap<string, string> = new Map([
+  ["ws:", "http:"],
+  ["wss:", "https:"],
+]);
+
 /**
  * An `htu` or a request's URL in the form they are compared in (RFC 9449 §4.3 item 9, RFC 3986
  * §6.2.2 and §6.2.3): scheme and host in lower case, no default port, dot segments resolved,
  * percent-encodings in upper case and unreserved characters decoded, without query and fragment.
- * Undefined when it is no http or https URL.
+ * With `webSocket`, a `ws` or `wss` URL is taken as its `http` or `https` one. Undefined when it
+ * is no http or https URL.
  */
-export function normalizedHtu(value: string): string | undefined {
+export function normalizedHtu(value: string, webSocket = false): string | undefined {
   let url: URL;
   try {
     url = new URL(value);
   } catch {
     return undefined;
   }
+  const httpScheme = webSocket ? WEBSOCKET_SCHEMES.get(url.protocol) : undefined;
+  if (httpScheme !== undefined) url.protocol = httpScheme;
   if (url.protocol !== "https:" && url.protocol !== "http:") return undefined;
   const path = url.pathname.replace(/%([0-9A-Fa-f]{2})/g, (escape, hex: string) => {
     const char = String.fromCharCode(Number.parseInt(hex, 16));
@@ -283,7 +296,6 @@ export function createProofVerifier(
   const algorithms = [...settings.algorithms];
   // In whole milliseconds, as the proof's iat is compared and its jti held.
   const windowMs = Math.round(settings.iatWindowSeconds * 1000);
-  const toleranceMs = Math.round(settings.clockToleranceSeconds * 1000);
   const keys = createKeyCache(cacheSize, cacheBytes);
 
   const importKey = async (
@@ -320,7 +332,8 @@ export function createProofVerifier(
             algorithms,
             typ: "dpop+jwt",
             currentDate: new Date(nowMs),
-            clockTolerance: toleranceMs / 1000,
+            // Only for an exp or nbf the proof carries: its iat is compared below.
+            clockTolerance: settings.clockToleranceSeconds,
           },
         ));
       } catch (error) {
@@ -333,10 +346,11 @@ export function createProofVerifier(
       // A fraction of a second in iat is kept to the millisecond, so the window and the time
       // its jti is held are whole milliseconds, as every store takes them.
       const iatMs = Math.floor(iat * 1000);
-      const lastMs = iatMs + windowMs + toleranceMs;
-      if (iatMs > nowMs + toleranceMs || nowMs > lastMs) throw new ProofRejected("iat");
+      // The window is all the leeway, either way: the clock tolerance does not widen it.
+      const lastMs = iatMs + windowMs;
+      if (iatMs > nowMs + windowMs || nowMs > lastMs) throw new ProofRejected("iat");
       if (htm !== check.method) throw new ProofRejected("htm");
-      if (normalizedHtu(htu) !== check.url) throw new ProofRejected("htu");
+      if (normalizedHtu(htu, check.webSocket) !== check.url) throw new ProofRejected("htu");
       if (check.accessToken !== undefined && payload.ath !== accessTokenHash(check.accessToken)) {
         throw new ProofRejected("ath");
       }

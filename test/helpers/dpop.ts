@@ -4,7 +4,7 @@
  * key (`cnf.jkt`) signed with the gatehouse's own key, and what a refusal looks like on the wire
  * and in the access log.
  */
-import { createHash, randomUUID } from "node:crypto";
+import { createHash, createPublicKey, randomUUID } from "node:crypto";
 import {
   calculateJwkThumbprint,
   exportJWK,
@@ -14,6 +14,7 @@ import {
   type CryptoKey,
   type JWK,
 } from "jose";
+import { generateKeyPem } from "../../src/tokens/keys.js";
 import { send, type ClientResponse } from "./client.js";
 import { form, type TestClient } from "./tokens.js";
 import type { TestGatehouse } from "./gatehouse.js";
@@ -81,6 +82,16 @@ export async function ownSigner(pem: string, kid: string) {
   const key = await importPKCS8(pem, "EdDSA");
   return (claims: Record<string, unknown>): Promise<string> =>
     new SignJWT(claims).setProtectedHeader({ alg: "EdDSA", typ: "at+jwt", kid }).sign(key);
+}
+
+/**
+ * A new EdDSA signing key for a gatehouse: its PEM (for `key_file`) and a signer of the access
+ * tokens that gatehouse issues, their `kid` its thumbprint.
+ */
+export async function ownSigningKey() {
+  const pem = await generateKeyPem("EdDSA");
+  const kid = await calculateJwkThumbprint(await exportJWK(createPublicKey(pem)));
+  return { pem, sign: await ownSigner(pem, kid) };
 }
 
 /**

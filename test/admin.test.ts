@@ -143,6 +143,7 @@ t.test("GET /config shows every key of the schema, computed defaults as computed
     scopes_any: null,
     dpop: "optional",
     websocket: false,
+    token_from: ["header"],
   });
   t.strictSame(config.plans, {});
 });

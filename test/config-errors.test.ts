@@ -195,10 +195,21 @@ const expected: Record<string, string[]> = {
     "11:7 clients[1].quota.burst: unknown key (allowed here: limit, period)",
   ],
   "unknown-key-nested.yaml": [
-    '6:5 routes[0].cots: unknown key; did you mean "cost"? (allowed here: path, methods, cost, auth, scopes, scopes_any, dpop, websocket)',
+    '6:5 routes[0].cots: unknown key; did you mean "cost"? (allowed here: path, methods, cost, auth, scopes, scopes_any, dpop, websocket, token_from, origins)',
   ],
   "unknown-key.yaml": [
     '3:3 upstream.timout: unknown key; did you mean "timeout"? (allowed here: url, timeout, max_sockets, idle_timeout, server_name, identity_header, issuer_header, scopes_header, forward_authorization, websocket, underscore_headers)',
+  ],
+  "route-token-from.yaml": [
+    "4:5 routes[0].origins: must list the sites that may use this route: a browser sends its cookie with every site's requests",
+    "6:48 routes[0].token_from[2]: lists header twice",
+    "9:17 routes[1].token_from: lists subprotocol, which only a WebSocket handshake carries: set websocket: true",
+    "13:17 routes[2].token_from: has no use on an auth: none route, which reads no token",
+    "16:28 routes[3].token_from[0].cookie: must be a cookie name (RFC 6265: letters, digits, !#$%&'*+-.^_`|~)",
+    "16:42 routes[3].token_from[1]: must be header, query, subprotocol or {cookie: NAME}",
+    "17:15 routes[3].origins[0]: must be an origin as a browser sends it, scheme://host[:port]; write https://app.example.com",
+    "17:41 routes[3].origins[1]: must be an origin as a browser sends it, scheme://host[:port]",
+    "20:14 routes[4].origins: applies to WebSocket routes and routes reading a cookie; this route is neither",
   ],
   "websocket-max-connections.yaml": ["4:22 upstream.websocket.max_connections: must be at least 1"],
   "window-too-long.yaml": ["5:39 plans.yearly.rate_limit.window: must be at most 366d"],

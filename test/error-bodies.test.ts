@@ -114,6 +114,10 @@ routes:
   - path: /v1/write
     methods: [GET]
     scopes: [items:write]
+  - path: /v1/session
+    methods: [GET]
+    token_from: [{ cookie: session }]
+    origins: [https://app.example.com]
   - path: /open
     methods: [GET]
     auth: none
@@ -206,6 +210,10 @@ t.test("bearer routes' answers", async (t) => {
   const token = await obtainToken(g.url, READER);
   const write = await send(`${g.url}/v1/write`, bearer(token));
   tableAnswer(t, "insufficient_scope", fromClient(write));
+  const elsewhere = await send(`${g.url}/v1/session`, {
+    headers: { origin: "https://evil.example" },
+  });
+  tableAnswer(t, "origin_not_allowed", fromClient(elsewhere));
   t.equal((await send(`${g.url}/v1/items`, bearer(token))).status, 200);
   const again = await send(`${g.url}/v1/items`, bearer(token));
   tableAnswer(t, "rate_limited", fromClient(again));

@@ -10,6 +10,7 @@ const table = compileRoutes([
     auth: "bearer",
     dpop: "optional",
     websocket: false,
+    token_from: ["header"],
   },
   {
     path: "/v1/items/*",
@@ -18,6 +19,7 @@ const table = compileRoutes([
     auth: "bearer",
     dpop: "optional",
     websocket: false,
+    token_from: ["header"],
   },
   {
     path: "/v1/reports/**",
@@ -26,6 +28,7 @@ const table = compileRoutes([
     auth: "bearer",
     dpop: "optional",
     websocket: false,
+    token_from: ["header"],
   },
   {
     path: "/v1/caf%c3%a9/%7Ex",
@@ -34,6 +37,7 @@ const table = compileRoutes([
     auth: "none",
     dpop: "optional",
     websocket: false,
+    token_from: ["header"],
   },
   {
     path: "/v1/items",
@@ -42,6 +46,7 @@ const table = compileRoutes([
     auth: "none",
     dpop: "optional",
     websocket: false,
+    token_from: ["header"],
   },
 ]);
 
@@ -75,7 +80,15 @@ t.strictSame(
 
 t.test("a literal route behind a wildcard that matches it is not taken first", async (t) => {
   const shadowed = compileRoutes([
-    { path: "/v1/*", methods: ["GET"], cost: 3, auth: "none", dpop: "optional", websocket: false },
+    {
+      path: "/v1/*",
+      methods: ["GET"],
+      cost: 3,
+      auth: "none",
+      dpop: "optional",
+      websocket: false,
+      token_from: ["header"],
+    },
     {
       path: "/v1/items",
       methods: ["GET", "POST"],
@@ -83,6 +96,7 @@ t.test("a literal route behind a wildcard that matches it is not taken first", a
       auth: "none",
       dpop: "optional",
       websocket: false,
+      token_from: ["header"],
     },
     {
       path: "/v1/items",
@@ -91,6 +105,7 @@ t.test("a literal route behind a wildcard that matches it is not taken first", a
       auth: "none",
       dpop: "optional",
       websocket: false,
+      token_from: ["header"],
     },
   ]);
   const pattern = (method: string, path: string) => {
@@ -132,6 +147,7 @@ t.test("any table answers as a scan of its routes in order would", async (t) => 
           auth: "none",
           dpop: "optional",
           websocket: false,
+          token_from: ["header"],
         })),
       );
       const path = "/" + segments.join("/");

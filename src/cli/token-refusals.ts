@@ -3,7 +3,7 @@
  * rule (logged and counted as `bearer_<rule>`) and says it in the words a client is answered
  * with, followed by what the verifier found, which a client is never told.
  */
-import { unreadableToken } from "../stages/authenticate.js";
+import { unreadableToken } from "../tokens/credentials.js";
 import { KeysUnavailable } from "../tokens/provider-tokens.js";
 import { BEARER_REFUSALS, refusalReason, type BearerRefusal } from "../tokens/refusal-reasons.js";
 import type { TokenRejected } from "../tokens/verify.js";

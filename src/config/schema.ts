@@ -29,6 +29,7 @@ import { TracingSchema } from "./tracing-schema.js";
 import { UpstreamSchema } from "./upstream-schema.js";
 import { TrustedIssuersSchema } from "./issuers-schema.js";
 import { DpopSchema, dpopSetting } from "./dpop-schema.js";
+import { checkTokenSources, originsSchema, tokenFromSchema } from "./token-from-schema.js";
 import {
   cidr,
   duration,
@@ -132,10 +133,13 @@ const RouteSchema = z
       .describe(
         "Pass WebSocket handshakes (RFC 6455) on to the upstream, then the frames both ways.",
       ),
+    token_from: tokenFromSchema,
+    origins: originsSchema,
   })
   .superRefine(checkMethodsOnce)
   .superRefine(checkRouteScopes)
-  .superRefine(checkWebSocketRoute);
+  .superRefine(checkWebSocketRoute)
+  .superRefine(checkTokenSources);
 
 /** The whole configuration file, with every default applied. */
 export const FileSchema = z

@@ -71,6 +71,12 @@ export interface Upgrade {
   readonly finished: () => void;
 }
 
+/** A request field that carried the access token, and what is left of it (undefined: nothing). */
+export interface TokenCarrier {
+  readonly field: "cookie" | "sec-websocket-protocol";
+  readonly rest: string | undefined;
+}
+
 /** Facts about one request, written by the stages in order. */
 export interface RequestContext {
   readonly req: IncomingMessage;
@@ -105,6 +111,11 @@ export interface RequestContext {
   clientKey: string | undefined;
   /** The request sent its token with the DPoP scheme (RFC 9449 §7.1), set by the authenticate stage. */
   dpop: boolean;
+  /**
+   * The field that carried the token when not Authorization, and its value without it: what the
+   * upstream receives in its place (set by the authenticate stage).
+   */
+  tokenCarrier: TokenCarrier | undefined;
   /** The accepted token (set by the authenticate stage). */
   token: AcceptedToken | undefined;
   /** A WebSocket handshake on a `websocket: true` route, and the connection it opens. */

@@ -117,6 +117,7 @@ export function createEntry(
       issuer: undefined,
       clientKey: undefined,
       dpop: false,
+      tokenCarrier: undefined,
       token: undefined,
       upgrade,
       scopes: undefined,

@@ -13,6 +13,7 @@ export const ERROR_CODES = [
   "invalid_token",
   "invalid_client",
   "insufficient_scope",
+  "origin_not_allowed",
   "invalid_dpop_proof",
   "use_dpop_nonce",
   "admin_token_required",

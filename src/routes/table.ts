@@ -2,6 +2,7 @@
 import { setImmediate as nextTurn } from "node:timers/promises";
 import type { RouteConfig } from "../config/schema.js";
 import { canonicalTarget } from "../http/path.js";
+import { tokenSourcesOf, type TokenSources } from "../config/token-from-schema.js";
 
 /** The scopes a route needs (RFC 6750 §3.1): every one of `names`, or one of them. */
 export interface ScopeRule {
@@ -24,6 +25,10 @@ export interface Route {
   readonly dpopRequired: boolean;
   /** `websocket: true`: a WebSocket handshake is passed on, then the frames both ways. */
   readonly websocket: boolean;
+  /** Where the token is read (`token_from`). */
+  readonly tokenFrom: TokenSources;
+  /** The origins whose pages may use the route (`origins`); undefined: any. */
+  readonly origins: ReadonlySet<string> | undefined;
   readonly matcher: RegExp;
 }
 
@@ -137,6 +142,8 @@ function compileEntry(entry: RouteConfig): CompiledRoute {
     scopes: scopeRule(entry),
     dpopRequired: entry.dpop === "required",
     websocket: entry.websocket,
+    tokenFrom: tokenSourcesOf(entry.token_from),
+    origins: entry.origins === undefined ? undefined : new Set(entry.origins),
     matcher: matcherOf(segments),
   });
   return { route, segments };

@@ -1,5 +1,4 @@
 import type { FailureRule, TokenSettings } from "../tokens/settings.js";
-import { fieldLines } from "../http/field-lines.js";
 import type { FailureDecision, FailureLimiter } from "../limits/failures.js";
 import { tooManyRequests } from "../limits/headers.js";
 import { errorReply, type Reply, type RequestContext, type Stage } from "../core/context.js";
@@ -16,36 +15,13 @@ import type { TokenMarks } from "../tokens/marks.js";
 import { variantOf, type Challenges } from "../tokens/metadata.js";
 import {
   invalidTokenAnswers,
-  malformedAnswer,
   missingAnswers,
   refused,
   type InvalidTokenAnswers,
 } from "../tokens/bearer-answers.js";
 import { BEARER_REFUSALS, type BearerRefusal, type TokenRule } from "../tokens/refusal-reasons.js";
+import { B64TOKEN, NO_CREDENTIALS, NOT_B64TOKEN, readCredentials } from "../tokens/credentials.js";
 import { createDoorProofs, type DoorProofs, type ProofOutcome } from "../tokens/dpop-door.js";
-
-/** Longest bearer token read; a longer one is refused before any parsing. */
-export const MAX_BEARER_TOKEN_LENGTH = 4096;
-
-// RFC 6750 §2.1: b64token = 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"="
-const B64TOKEN = /^[A-Za-z0-9\-._~+/]+=*$/;
-
-const TOO_LONG_WORDS = `the bearer token must be at most ${MAX_BEARER_TOKEN_LENGTH} bytes`;
-const NOT_B64TOKEN_WORDS = "the bearer token has characters a token cannot have";
-
-/** Why a bearer token cannot even be read (rule `malformed`), or undefined when it can. */
-export function unreadableToken(token: string): string | undefined {
-  if (token.length > MAX_BEARER_TOKEN_LENGTH) return TOO_LONG_WORDS;
-  return B64TOKEN.test(token) ? undefined : NOT_B64TOKEN_WORDS;
-}
-
-// The request's credentials cannot be read (rule `malformed`), each case in words of its own.
-const TWO_AUTHORIZATIONS = malformedAnswer("the request has more than one Authorization header");
-const EMPTY_BEARER = malformedAnswer("the Bearer scheme needs a token");
-const EMPTY_DPOP = malformedAnswer("the DPoP scheme needs a token");
-const NOT_B64TOKEN = malformedAnswer(NOT_B64TOKEN_WORDS);
-const TOO_LONG = malformedAnswer(TOO_LONG_WORDS);
-const TOKEN_IN_QUERY = malformedAnswer("send the token in the Authorization header, not the URI");
 
 // A provider's unknown `kid` that no fetch since it was asked for has answered: the token may be
 // good, so it must not be thrown away as a 401 would make the client do.
@@ -111,49 +87,6 @@ function tooManyRefused(decision: FailureDecision, rule: FailureRule): Reply {
     rule.limit,
     rule.window,
   );
-}
-
-// RFC 6750 §2.3 and §5.3: a token in the URI leaks into logs and the upstream; it is refused,
-// whether or not the header carries one too.
-function queryHasAccessToken(query: string | null): boolean {
-  if (query === null || !query.includes("access_token")) return false;
-  return query
-    .split("&")
-    .some((part) => part === "access_token" || part.startsWith("access_token="));
-}
-
-// No bearer credentials: answered with the config's challenge.
-const NO_CREDENTIALS = Symbol("no credentials");
-
-// RFC 9110 §11.1: the scheme is case-insensitive. Whether it is DPoP (RFC 9449 §7.1), Bearer,
-// or another, which counts as no credentials.
-function schemeOf(scheme: string): "bearer" | "dpop" | undefined {
-  if (scheme.length === 6) return scheme.toLowerCase() === "bearer" ? "bearer" : undefined;
-  return scheme.length === 4 && scheme.toLowerCase() === "dpop" ? "dpop" : undefined;
-}
-
-/**
- * The token from the Authorization header, or why there is none to verify; `ctx.dpop` says
- * whether it came with the DPoP scheme.
- */
-function bearerToken(ctx: RequestContext): string | Reply | typeof NO_CREDENTIALS {
-  const { req } = ctx;
-  const value = req.headers.authorization;
-  if (value === undefined) return NO_CREDENTIALS;
-  // Node keeps only the first Authorization line; RFC 9110 §5.3: it is not a list field.
-  if (fieldLines(req.rawHeaders, "authorization") > 1) return TWO_AUTHORIZATIONS;
-  const space = value.indexOf(" ");
-  const scheme = schemeOf(space === -1 ? value : value.slice(0, space));
-  if (scheme === undefined) return NO_CREDENTIALS;
-  ctx.dpop = scheme === "dpop";
-  const empty = ctx.dpop ? EMPTY_DPOP : EMPTY_BEARER;
-  if (space === -1) return empty;
-  let start = space + 1;
-  while (value.charCodeAt(start) === 32) start++;
-  const token = value.slice(start);
-  if (token === "") return empty;
-  if (token.length > MAX_BEARER_TOKEN_LENGTH) return TOO_LONG;
-  return token;
 }
 
 // Refusals that never count against the address, the client did nothing wrong: an expired token
@@ -360,7 +293,7 @@ export function createAuthenticateStage(
   return function authenticate(ctx) {
     const route = ctx.route;
     if (route?.auth !== "bearer") return undefined;
-    const token = bearerToken(ctx);
+    const token = readCredentials(ctx, route.tokenFrom);
     if (token === NO_CREDENTIALS) {
       return refuse(ctx, "missing", missing[variantOf(route.dpopRequired, false)]);
     }
@@ -374,7 +307,6 @@ export function createAuthenticateStage(
     if (known === undefined && !B64TOKEN.test(token)) {
       return refuse(ctx, "malformed", NOT_B64TOKEN);
     }
-    if (queryHasAccessToken(ctx.query)) return refuse(ctx, "malformed", TOKEN_IN_QUERY);
     if (known !== undefined) return accept(ctx, token, known, nowMs);
     return verifyNew(ctx, token, nowMs);
   };

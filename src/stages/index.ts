@@ -14,6 +14,7 @@ import { createHealthStage } from "./health.js";
 import { createLanguageStage } from "./language.js";
 import { createLimitsStage } from "./limits.js";
 import { createMetadataStage } from "./metadata.js";
+import { createOriginsStage } from "./origins.js";
 import { createRequestIdStage } from "./request-id.js";
 import { createRouteStage } from "./route.js";
 import { createScopesStage } from "./scopes.js";
@@ -84,6 +85,8 @@ export function buildStages(config: Snapshot, deps: PipelineDeps): readonly Stag
     createMetadataStage(config.tokens, metadata),
     // The allowlist: 404 and 405 never reach the limiter.
     createRouteStage(config.routes),
+    // A route's origins: a page of another site is refused before its token is even read.
+    createOriginsStage(),
     // 401 and 400 for the bearer token (a revoked one too) come after 404/405 and before anything
     // counts.
     createAuthenticateStage(config.tokens, failures, marks, services, deps.keySetFor, challenges),

@@ -77,6 +77,12 @@ export function createUpstreamHeaders(
     const headers = endToEnd(req.headers, drop, true);
     // A DPoP-bound token is worth nothing without a proof the upstream never gets.
     if (ctx.dpop) delete headers.authorization;
+    // A token sent in a cookie or a subprotocol is gatehouse's, as one in Authorization is.
+    const carrier = ctx.tokenCarrier;
+    if (carrier !== undefined) {
+      if (carrier.rest === undefined) delete headers[carrier.field];
+      else headers[carrier.field] = carrier.rest;
+    }
     if (vouched !== null) {
       // Only what the trusted proxies vouch for is passed on, so the upstream's leftmost hop is
       // the client address gatehouse itself uses.

@@ -4,7 +4,7 @@
  * URI, as a subprotocol, or in a cookie. A page of a site the route does not list is refused, with
  * the user's cookie and all. Chromium is Debian's, installed where the machine lacks it.
  */
-import { createServer, type IncomingMessage } from "node:http";
+import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -12,15 +12,11 @@ import { join } from "node:path";
 import t from "tap";
 import { chromium, type Page } from "playwright-core";
 import { ensureDebianPackage } from "./helpers/debian.js";
-import { configFor, startTestGatehouse } from "./helpers/gatehouse.js";
-import { clientsYaml, obtainToken, type TestClient } from "./helpers/tokens.js";
-import { startWsUpstream } from "./helpers/websocket.js";
+import { APP, startTokenFromRig } from "./helpers/token-from.js";
 
 // Installing Chromium on a fresh machine takes minutes; the file's own deadline covers it.
 t.setTimeout(900_000);
 const executablePath = ensureDebianPackage("chromium", "chromium");
-
-const APP: TestClient = { id: "dashboard", secret: "5d41402abc4b2a76b9719d911017c592" };
 
 // The page a user's browser loads: it opens a socket, sends one message and reports what came back.
 const PAGE = `<!doctype html><title>gatehouse</title><script>
@@ -46,10 +42,6 @@ async function servePage(): Promise<{ origin: string; close(): Promise<void> }> 
   };
 }
 
-const upstream = await startWsUpstream({
-  handleProtocols: (offered) => [...offered].at(-1) ?? false,
-});
-t.teardown(() => upstream.close());
 const site = await servePage();
 t.teardown(() => site.close());
 // Another site's page: the same host on another port is the same site for cookies (RFC 6265
@@ -57,25 +49,7 @@ t.teardown(() => site.close());
 const other = await servePage();
 t.teardown(() => other.close());
 
-const g = await startTestGatehouse(
-  configFor(
-    upstream.url,
-    `${await clientsYaml([APP])}routes:
-  - path: /feed
-    methods: [GET]
-    websocket: true
-    token_from: [header, query, subprotocol]
-  - path: /session
-    methods: [GET]
-    websocket: true
-    token_from: [{ cookie: gh_token }]
-    origins: [${site.origin}]
-`,
-  ),
-);
-t.teardown(() => g.close());
-const ws = (path: string): string => `${g.url.replace("http:", "ws:")}${path}`;
-const token = await obtainToken(g.url, APP);
+const { g, upstream, token, ws, lastHandshake } = await startTokenFromRig(t, site.origin);
 
 const profile = await mkdtemp(join(tmpdir(), "gatehouse-chromium-"));
 t.teardown(() => rm(profile, { recursive: true, force: true }));
@@ -108,7 +82,6 @@ const echo = (page: Page, url: string, protocols: string[] = []): Promise<Echo> 
       (globalThis as unknown as { echo(u: string, p: string[]): Promise<Echo> }).echo(u, p),
     [url, protocols] as const,
   );
-const lastHandshake = (): IncomingMessage => upstream.handshakes.at(-1) as IncomingMessage;
 
 t.test("without Authorization a page's handshake is refused", async (t) => {
   const page = await open(site.origin);

@@ -4,49 +4,15 @@
  * sockets with the `ws` package's client and server: the token opens the door, never reaches the
  * upstream or the log, and a second token, a foreign Origin or a bound token is refused.
  */
-import type { IncomingMessage } from "node:http";
 import t, { type Test } from "tap";
 import { json, send } from "./helpers/client.js";
 import { dpopKey, dpopTokenRequest, proof } from "./helpers/dpop.js";
-import { configFor, startTestGatehouse } from "./helpers/gatehouse.js";
 import { rawRequest } from "./helpers/raw.js";
-import { clientsYaml, obtainToken, type TestClient } from "./helpers/tokens.js";
-import { nextMessage, openWs, startWsUpstream, type Opened } from "./helpers/websocket.js";
+import { APP, startTokenFromRig } from "./helpers/token-from.js";
+import { nextMessage, openWs, type Opened } from "./helpers/websocket.js";
 
-const APP: TestClient = { id: "dashboard", secret: "5d41402abc4b2a76b9719d911017c592" };
 const SITE = "https://app.example.com";
-
-const upstream = await startWsUpstream({
-  handleProtocols: (offered) => [...offered].at(-1) ?? false,
-});
-t.teardown(() => upstream.close());
-
-const g = await startTestGatehouse(
-  configFor(
-    upstream.url,
-    `${await clientsYaml([APP])}routes:
-  - path: /feed
-    methods: [GET]
-    websocket: true
-    token_from: [header, query, subprotocol]
-  - path: /session
-    methods: [GET, POST]
-    websocket: true
-    token_from: [{ cookie: gh_token }]
-    origins: [${SITE}]
-  - path: /sites
-    methods: [GET]
-    websocket: true
-    origins: [${SITE}]
-  - path: /plain
-    methods: [GET]
-`,
-  ),
-);
-t.teardown(() => g.close());
-const wsUrl = (path: string): string => `${g.url.replace("http:", "ws:")}${path}`;
-const token = await obtainToken(g.url, APP);
-const lastHandshake = (): IncomingMessage => upstream.handshakes.at(-1) as IncomingMessage;
+const { g, upstream, token, ws: wsUrl, lastHandshake } = await startTokenFromRig(t, SITE);
 
 function opened(t: Test, result: Opened) {
   if (!("ws" in result)) throw new Error(`refused: ${result.status} ${result.body}`);

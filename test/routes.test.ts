@@ -1,5 +1,6 @@
 import fc from "fast-check";
 import t from "tap";
+import type { RouteConfig } from "../src/config/schema.js";
 import { compileRoutes } from "../src/routes/table.js";
 
 const table = compileRoutes([
@@ -118,6 +119,49 @@ t.test("a literal route behind a wildcard that matches it is not taken first", a
   t.strictSame(shadowed.match("DELETE", "/v1/items"), {
     kind: "method_not_allowed",
     allow: "GET, POST, PUT",
+  });
+});
+
+t.test("entries of one path: each method finds its own entry, others are 405", async (t) => {
+  const entry = (
+    path: string,
+    methods: RouteConfig["methods"],
+    auth: RouteConfig["auth"],
+  ): RouteConfig => ({
+    path,
+    methods,
+    cost: 1,
+    auth,
+    dpop: "optional",
+    websocket: false,
+    token_from: ["header"],
+  });
+  const shared = compileRoutes([
+    entry("/v1/items", ["GET"], "none"),
+    entry("/v1/items/*", ["GET"], "none"),
+    entry("/v1/items", ["POST", "PUT"], "bearer"),
+    entry("/v1/items/*", ["DELETE"], "bearer"),
+    entry("/v1/items", ["DELETE"], "none"),
+  ]);
+  const routes = shared.routes;
+  const entryOf = (method: string, path: string) => {
+    const match = shared.match(method, path);
+    return match.kind === "route" ? routes.indexOf(match.route) : match;
+  };
+  t.equal(entryOf("GET", "/v1/items"), 0);
+  t.equal(entryOf("POST", "/v1/items"), 2, "the second entry of a literal path");
+  t.equal(entryOf("PUT", "/v1/items"), 2);
+  t.equal(entryOf("DELETE", "/v1/items"), 4, "the third");
+  t.equal(entryOf("GET", "/v1/items/7"), 1);
+  t.equal(entryOf("DELETE", "/v1/items/7"), 3, "the second entry of a wildcard path");
+  t.strictSame(entryOf("PATCH", "/v1/items"), {
+    kind: "method_not_allowed",
+    allow: "GET, POST, PUT, DELETE",
+  });
+  // HEAD is a method of its own: an entry allowing GET does not allow it.
+  t.strictSame(entryOf("HEAD", "/v1/items/7"), {
+    kind: "method_not_allowed",
+    allow: "GET, DELETE",
   });
 });
 

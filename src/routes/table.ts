@@ -109,15 +109,24 @@ function addPattern(root: PatternNode, segments: readonly string[]): void {
   node.end = true;
 }
 
-// `segments` are a canonical path's segments, each with its leading "/"; `*` is one non-empty one.
-function matchesPattern(node: PatternNode, segments: readonly string[], from: number): boolean {
+/**
+ * Whether a pattern other than the literal path itself matches it. `segments` are a canonical
+ * path's segments, each with its leading "/"; `*` is one non-empty one. `exact`: the walk so far
+ * took literal segments only, so a pattern ending at the path's end is the path itself.
+ */
+function matchedByOther(
+  node: PatternNode,
+  segments: readonly string[],
+  from: number,
+  exact: boolean,
+): boolean {
   if (node.subtree) return true;
-  if (from === segments.length) return node.end;
+  if (from === segments.length) return node.end && !exact;
   const segment = segments[from] as string;
   const literal = node.children.get(segment);
-  if (literal !== undefined && matchesPattern(literal, segments, from + 1)) return true;
+  if (literal !== undefined && matchedByOther(literal, segments, from + 1, exact)) return true;
   const any = segment === "/" ? undefined : node.children.get("*");
-  return any !== undefined && matchesPattern(any, segments, from + 1);
+  return any !== undefined && matchedByOther(any, segments, from + 1, false);
 }
 
 interface CompiledRoute {
@@ -153,25 +162,39 @@ function compileEntry(entry: RouteConfig): CompiledRoute {
 const SLICE = 500;
 
 /**
- * A table built one route at a time, in the file's order. Most requests ask for a literal path: a
- * route that is the first to match its own path is found by that path at once. Other requests,
- * and other methods, scan the table in order.
+ * A table built one route at a time, in the file's order. Most requests ask for a literal path:
+ * the routes written as that very path (several, with different methods) are found by the path,
+ * unless another pattern before them matches it too. Other requests, and methods none of them
+ * allows, scan the table in order.
  */
 function tableBuilder(): { add(entry: RouteConfig): void; table(): RouteTable } {
   const routes: Route[] = [];
   const found: RouteMatch[] = [];
   const firstByPath = new Map<string, number>();
+  // For each route, the next one written as the same literal path and found by it, or -1. A
+  // valid file has at most one route per method for a path: the chain is a few links long.
+  const nextOfPath: number[] = [];
   const earlier = patternNode();
   return {
     add(entry) {
       const { route, segments: own } = compileEntry(entry);
+      const index = routes.length;
+      nextOfPath.push(-1);
       const literal = !own.some((segment) => segment === "*" || segment === "**");
-      if (literal && !matchesPattern(earlier, own, 0)) firstByPath.set(own.join(""), routes.length);
+      if (literal && !matchedByOther(earlier, own, 0, true)) {
+        const path = own.join("");
+        let last = firstByPath.get(path);
+        if (last === undefined) firstByPath.set(path, index);
+        else {
+          while (nextOfPath[last] !== -1) last = nextOfPath[last] as number;
+          nextOfPath[last] = index;
+        }
+      }
       addPattern(earlier, own);
       routes.push(route);
       found.push(Object.freeze({ kind: "route", route }));
     },
-    table: () => tableOf(routes, found, firstByPath),
+    table: () => tableOf(routes, found, firstByPath, nextOfPath),
   };
 }
 
@@ -199,13 +222,13 @@ function tableOf(
   routes: readonly Route[],
   found: readonly RouteMatch[],
   firstByPath: ReadonlyMap<string, number>,
+  nextOfPath: readonly number[],
 ): RouteTable {
   return Object.freeze({
     routes: Object.freeze(routes),
     match(method: string, path: string): RouteMatch {
-      const first = firstByPath.get(path);
-      if (first !== undefined && (routes[first] as Route).methods.has(method)) {
-        return found[first] as RouteMatch;
+      for (let i = firstByPath.get(path) ?? -1; i !== -1; i = nextOfPath[i] as number) {
+        if ((routes[i] as Route).methods.has(method)) return found[i] as RouteMatch;
       }
       let allowed: Set<string> | undefined;
       for (let i = 0; i < routes.length; i++) {

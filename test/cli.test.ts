@@ -92,11 +92,13 @@ t.test("usage errors exit 2; --help exits 0", async (t) => {
 });
 
 t.test("running with an invalid file prints every error and exits 1 without serving", async (t) => {
-  const result = gatehouse(["--config", "test/fixtures/config/route-duplicate.yaml"]);
+  const file = "test/fixtures/config/route-methods-overlap.yaml";
+  const result = gatehouse(["--config", file]);
   t.equal(result.status, 1);
   t.equal(
     result.stderr,
-    "test/fixtures/config/route-duplicate.yaml:6:11 routes[1].path: duplicates routes[0]; merge their methods into one entry\n",
+    `${file}:9:14 routes[2].methods: POST, GET are also in routes[0] of the same path; list each of a path's methods in one entry only\n` +
+      `${file}:13:14 routes[4].methods: PUT is also in routes[2] of the same path; list each of a path's methods in one entry only\n`,
   );
 });
 

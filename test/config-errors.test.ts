@@ -160,12 +160,13 @@ const expected: Record<string, string[]> = {
     '17:11 routes[0].cost: is 3, above client "reporting"\'s quota (2 per day): its requests to this route can never be served',
   ],
   "route-dot-segment.yaml": ['4:11 routes[0].path: must not contain "." or ".." segments'],
-  "route-duplicate.yaml": [
-    "6:11 routes[1].path: duplicates routes[0]; merge their methods into one entry",
-  ],
   "route-encoded-slash.yaml": ["4:11 routes[0].path: must not contain %2F, %5C or %00"],
   "route-inner-double-star.yaml": [
     '4:11 routes[0].path: "**" may only be the last segment, such as /v1/reports/**',
+  ],
+  "route-methods-overlap.yaml": [
+    "9:14 routes[2].methods: POST, GET are also in routes[0] of the same path; list each of a path's methods in one entry only",
+    "13:14 routes[4].methods: PUT is also in routes[2] of the same path; list each of a path's methods in one entry only",
   ],
   "route-no-methods.yaml": ["5:14 routes[0].methods: must list at least one method"],
   "route-no-slash.yaml": ['4:11 routes[0].path: must start with "/"'],

@@ -1,13 +1,14 @@
 /**
- * Checks that relate keys to one another (a client's plan, duplicate ids and routes, a route's
- * cost and the limits that count it, the store and its state file, scopes and the known ones),
- * each adding one problem at the key to fix. They run even when another part of the file is invalid, so that one run reports
- * every problem: each reads only the values that are well-formed and leaves the rest to the
- * schema's own messages.
+ * Checks that relate keys to one another (a client's plan, duplicate ids, routes of one path whose
+ * methods overlap, a route's cost and the limits that count it, the store and its state file,
+ * scopes and the known ones), each adding one problem at the key to fix. They run even when
+ * another part of the file is invalid, so that one run reports every problem: each reads only the
+ * values that are well-formed and leaves the rest to the schema's own messages.
  */
 import type { z } from "zod";
 import { POSITIVE_DURATION_PATTERN } from "./duration.js";
 import { DEFAULT_RATE_NAME, limitsInForce, QUOTA_PERIODS } from "./limits-in-force.js";
+import { ROUTE_METHODS } from "./route-methods.js";
 
 /** What a refinement adds its issues to. */
 export type Ctx = z.RefinementCtx<unknown>;
@@ -127,21 +128,33 @@ function uniqueIssuers(file: Record<string, unknown>, ctx: Ctx): void {
   }
 }
 
-// Here rather than on the routes list, whose own checks the schema skips once any route has a
-// value of the wrong kind.
-function duplicateRoutes(file: Record<string, unknown>, ctx: Ctx): void {
-  const seen = new Map<string, number>();
+const KNOWN_METHODS: ReadonlySet<string> = new Set(ROUTE_METHODS);
+
+// Entries of one path answer different methods, each with its own auth, scopes and cost: a
+// method in two of them would reach only the first, whatever the second says. Here rather than
+// on the routes list, whose own checks the schema skips once any route has a value of the wrong
+// kind.
+function overlappingRoutes(file: Record<string, unknown>, ctx: Ctx): void {
+  // Per path, the entry that first lists each method.
+  const byPath = new Map<string, Map<string, number>>();
   list(file.routes).forEach((route, index) => {
     if (!isRecord(route) || typeof route.path !== "string") return;
-    const first = seen.get(route.path);
-    if (first !== undefined) {
+    let first = byPath.get(route.path);
+    if (first === undefined) byPath.set(route.path, (first = new Map()));
+    const shared = new Map<number, string[]>();
+    const methods = strings(route.methods).filter((method) => KNOWN_METHODS.has(method));
+    for (const method of new Set(methods)) {
+      const other = first.get(method);
+      if (other === undefined) first.set(method, index);
+      else shared.set(other, [...(shared.get(other) ?? []), method]);
+    }
+    for (const [other, both] of shared) {
       problem(
         ctx,
-        ["routes", index, "path"],
-        `duplicates routes[${first}]; merge their methods into one entry`,
+        ["routes", index, "methods"],
+        `${both.join(", ")} ${both.length === 1 ? "is" : "are"} also in routes[${other}] ` +
+          "of the same path; list each of a path's methods in one entry only",
       );
-    } else {
-      seen.set(route.path, index);
     }
   });
 }
@@ -301,7 +314,7 @@ export function crossChecks(file: unknown, ctx: Ctx): void {
   ownPaths(file, ctx);
   clientReferences(file, ctx);
   uniqueIssuers(file, ctx);
-  duplicateRoutes(file, ctx);
+  overlappingRoutes(file, ctx);
   stateFileStore(file, ctx);
   unservableRoutes(file, ctx);
   knownScopes(file, ctx);

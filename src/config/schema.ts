@@ -7,6 +7,7 @@
  */
 import { z } from "zod";
 import { crossChecks } from "./cross-checks.js";
+import { ROUTE_METHODS } from "./route-methods.js";
 import {
   LimitsSchema,
   PlanSchema,
@@ -42,8 +43,6 @@ import {
   resourceUri,
   scopeList,
 } from "./schema-fields.js";
-
-const METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"] as const;
 
 const ClientSchema = z
   .strictObject({
@@ -110,7 +109,7 @@ const RouteSchema = z
       .superRefine(checkRoutePattern)
       .describe("Exact path; a `*` segment matches one segment; a final `**` matches the subtree."),
     methods: z
-      .array(z.enum(METHODS, { error: `must be one of ${METHODS.join(", ")}` }))
+      .array(z.enum(ROUTE_METHODS, { error: `must be one of ${ROUTE_METHODS.join(", ")}` }))
       .min(1, { error: "must list at least one method" })
       .describe("Methods allowed on this route."),
     cost: positiveInt("Points counted per request.").default(1),

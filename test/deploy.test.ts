@@ -11,12 +11,13 @@ import { createServer, type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { basename, dirname, join, resolve } from "node:path";
 import t, { type Test } from "tap";
-import { parse, parseAllDocuments, parseDocument } from "yaml";
+import { parse, parseAllDocuments } from "yaml";
 import { durationMs } from "../src/config/duration.js";
 import { parseConfigText } from "../src/config/load.js";
 import { generateKeyPem } from "../src/tokens/keys.js";
 import { startCli, type CliProcess } from "./helpers/cli.js";
 import { manualFiles, readManual, section } from "./helpers/docs.js";
+import { localConfig } from "./helpers/shipped-config.js";
 import { refusingPort } from "./helpers/ports.js";
 import { answers, launchRedis, serverArgs, startTestRedis, stopProcess } from "./helpers/redis.js";
 import { redisCli } from "./helpers/redis-topologies.js";
@@ -439,20 +440,6 @@ t.test(
     t.match(line, /REPORTING_APP_SECRET=/, "and the client secret");
   },
 );
-
-/**
- * `text` with the addresses of this machine: listeners on port 0, the test's upstream and Redis,
- * and the key file at `keyFile`; everything else as the example has it.
- */
-function localConfig(text: string, local: { upstream: string; redis?: string; keyFile: string }) {
-  const doc = parseDocument(text);
-  doc.setIn(["listen"], "127.0.0.1:0");
-  doc.setIn(["admin_listen"], "127.0.0.1:0");
-  doc.setIn(["upstream", "url"], local.upstream);
-  if (local.redis !== undefined) doc.setIn(["limits", "redis", "url"], local.redis);
-  doc.setIn(["tokens", "signing", "key_file"], local.keyFile);
-  return doc.toString();
-}
 
 const CLIENT = {
   id: "reporting-app",

@@ -87,14 +87,16 @@ export interface CliResult {
 
 /**
  * Runs `node <built cli> ...args` to its end, without holding this process's event loop, with
- * `input` (or nothing) on its stdin.
+ * `input` (or nothing) on its stdin, in `cwd` when given.
  */
 export function runCli(
   args: string[],
   env: NodeJS.ProcessEnv = {},
   input = "",
+  cwd?: string,
 ): Promise<CliResult> {
   const child = spawn(process.execPath, [BUILT_CLI, ...args], {
+    cwd,
     env: { ...process.env, ...env },
     stdio: ["pipe", "pipe", "pipe"],
   });

@@ -23,7 +23,7 @@ t.test("check accepts the documented example and prints a one-line summary", asy
   t.equal(result.status, 0);
   t.match(
     result.stdout,
-    /^proxy\.config\.yaml: ok \(4 routes, \d+ clients?, 2 plans; upstream http:\/\/127\.0\.0\.1:3000\/\)\n$/,
+    /^proxy\.config\.yaml: ok \(5 routes, \d+ clients?, 2 plans; upstream http:\/\/127\.0\.0\.1:3000\/\)\n$/,
   );
   t.equal(result.stderr, "");
 });

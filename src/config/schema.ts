@@ -111,7 +111,9 @@ const RouteSchema = z
     methods: z
       .array(z.enum(ROUTE_METHODS, { error: `must be one of ${ROUTE_METHODS.join(", ")}` }))
       .min(1, { error: "must list at least one method" })
-      .describe("Methods allowed on this route."),
+      .describe(
+        "Methods allowed on this route; another entry of the same path may allow others, not these.",
+      ),
     cost: positiveInt("Points counted per request.").default(1),
     auth: z
       .enum(["bearer", "none"], { error: "must be bearer or none" })
@@ -230,7 +232,12 @@ export const FileSchema = z
       .record(z.string().regex(/^[A-Za-z0-9_-]+$/, { error: "must be a plan name" }), PlanSchema)
       .default({})
       .describe('Named limit plans; "anonymous" applies to auth: none routes.'),
-    routes: z.array(RouteSchema).default([]).describe("The allowlist; the first match wins."),
+    routes: z
+      .array(RouteSchema)
+      .default([])
+      .describe(
+        "The allowlist, matched by path, then by method: the first entry matching both wins. A path may be written in several entries with disjoint methods.",
+      ),
     languages: z
       .strictObject({
         supported: z

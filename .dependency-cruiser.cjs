@@ -5,7 +5,7 @@
  */
 const LAYERS = [
   // 0: helpers with no knowledge of gatehouse's request path; the file format.
-  "^src/(http/|clock\\.ts|metrics\\.ts|request-metrics\\.ts|log\\.ts|config/(duration|key-path|problem|schema|schema-checks|schema-fields|limits-schema|limits-in-force|redis-schema|tracing-schema|issuers-schema|dpop-schema|upstream-schema|cross-checks|route-methods|json-schema|environment|named-files|warnings|load|parse-worker|parse-off-thread|regular-file)\\.ts)",
+  "^src/(http/|clock\\.ts|metrics\\.ts|request-metrics\\.ts|log\\.ts|config/(duration|key-path|problem|schema|schema-checks|schema-fields|limits-schema|limits-in-force|redis-schema|tracing-schema|issuers-schema|dpop-schema|token-from-schema|upstream-schema|cross-checks|route-methods|json-schema|environment|named-files|warnings|load|parse-worker|parse-off-thread|regular-file)\\.ts)",
   // 1: pure domain logic.
   "^src/(routes|language)/",
   // 2: the shared vocabulary: replies, error codes, the request scope, services.

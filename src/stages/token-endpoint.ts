@@ -12,14 +12,17 @@ import {
 import type { Services } from "../core/services.js";
 import { issueToken } from "../tokens/issue.js";
 import { grantFor, type ClientGrants } from "../tokens/grants.js";
-import { queryHasCredentials } from "../tokens/request.js";
+import {
+  headerCredentials,
+  queryHasCredentials,
+  type HeaderCredentials,
+} from "../tokens/request.js";
 import { createClientAuthenticator } from "../tokens/client-auth.js";
 import { MAX_REVOCATIONS_PER_CLIENT, type TokenMarks } from "../tokens/marks.js";
 import { createTokenVerifier } from "../tokens/verify.js";
 import { createTokenDpop, type TokenDpop } from "../tokens/dpop-grant.js";
 import {
   authenticateClient,
-  headerCredentials,
   LIMITS_UNAVAILABLE,
   MAX_TOKEN_BODY_BYTES,
   NO_STORE,
@@ -30,7 +33,6 @@ import {
   type Authenticated,
   type Endpoint,
   type FieldCheck,
-  type HeaderCredentials,
 } from "../tokens/authenticate-client.js";
 
 const WRONG_METHOD = oauthError(405, "method_not_allowed", "the token endpoint accepts POST only", {

@@ -4,10 +4,8 @@
  * body, or a client assertion: RFC 7523 §2.2), the credentials checked within the verification
  * bound, and every failure counted against the client's address (`tokens.failure_limit`).
  */
-import type { IncomingMessage } from "node:http";
 import type { ErrorCode } from "../http/error-codes.js";
 import { GatehouseError } from "../http/errors.js";
-import { fieldLines } from "../http/field-lines.js";
 import type { AttemptDecision, FailureDecision, FailureLimiter } from "../limits/failures.js";
 import { HANDLED, type Reply, type RequestContext } from "../core/context.js";
 import type { Services } from "../core/services.js";
@@ -17,10 +15,10 @@ import type { TokenMarks } from "./marks.js";
 import { readBody } from "./read-body.js";
 import {
   bodyType,
-  parseBasicCredentials,
   parseTokenBody,
   type AssertionCredentials,
   type ClientCredentials,
+  type HeaderCredentials,
   type TokenRequestFields,
 } from "./request.js";
 import type { TokenSettings } from "./settings.js";
@@ -112,21 +110,6 @@ function rateLimited(decision: FailureDecision): Reply {
     `too many failed client authentications; retry after ${decision.retryAfterSeconds} seconds`,
     { "retry-after": String(decision.retryAfterSeconds) },
   );
-}
-
-/** What the Authorization header holds for the token endpoint. */
-export type HeaderCredentials = ClientCredentials | undefined | "malformed" | "repeated";
-
-/** Basic credentials from the Authorization header, undefined without one, or why not. */
-export function headerCredentials(req: IncomingMessage): HeaderCredentials {
-  const lines = fieldLines(req.rawHeaders, "authorization");
-  if (lines === 0) return undefined;
-  if (lines > 1) return "repeated";
-  const value = req.headers.authorization ?? "";
-  const space = value.indexOf(" ");
-  // RFC 9110 §11.1: the scheme is case-insensitive. Any other scheme is an unsupported method.
-  if (space === -1 || value.slice(0, space).toLowerCase() !== "basic") return "malformed";
-  return parseBasicCredentials(value.slice(space + 1).trim()) ?? "malformed";
 }
 
 /** What a request authenticates with: a secret or an assertion. */

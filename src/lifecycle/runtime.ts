@@ -19,6 +19,7 @@ import type { SpanExport } from "../tracing/span-export.js";
 import type { LocalMarks } from "../tokens/marks.js";
 import type { IssuerKeys, IssuerKeySet } from "../tokens/issuer-keys.js";
 import { acceptsClient } from "../tokens/verify.js";
+import { tokenCachesFor, type TokenCaches } from "../tokens/caches.js";
 
 /** What one config snapshot runs with. */
 export interface Runtime {
@@ -28,6 +29,8 @@ export interface Runtime {
   readonly limiterStore: CounterStore;
   /** Where its requests' spans go; undefined while tracing exports nothing. */
   readonly spans: SpanExport | undefined;
+  /** Its verified tokens and remembered secrets: the previous runtime's while they still hold. */
+  readonly caches: TokenCaches;
 }
 
 /** Where the config is read from, and what every snapshot is built with. */
@@ -69,7 +72,7 @@ export async function openConfigStore(
 ): Promise<ConfigStore<Runtime>> {
   const { log, metrics } = services;
   const warn = createWarnOnce(log);
-  const prepare = async (config: Snapshot): Promise<Runtime> => {
+  const prepare = async (config: Snapshot, previous?: Runtime): Promise<Runtime> => {
     if (config.tokens.ephemeralKey) {
       warn(
         "no signing key configured (tokens.signing): tokens are signed with a key generated at start; they die with the process and are not shared between replicas",
@@ -83,11 +86,15 @@ export async function openConfigStore(
     const keySets = new Map(
       config.tokens.trustedIssuers.map((issuer) => [issuer, issuerKeys.setFor(issuer)]),
     );
+    // Kept by a reload that changes no key, issuer or client: clients behind an address over the
+    // failure limit are then not refused because the configuration changed something else.
+    const caches = tokenCachesFor(config.tokens, previous?.caches);
     return {
       config,
       forwarder,
       limiterStore,
       spans,
+      caches,
       stages: buildStages(config, {
         services,
         forwarder,
@@ -96,6 +103,7 @@ export async function openConfigStore(
         localMarks,
         keySetFor: (issuer) => keySets.get(issuer) as IssuerKeySet,
         websockets,
+        caches,
       }),
     };
   };

@@ -24,7 +24,8 @@ import type { Forwarder } from "../upstream/forwarder.js";
 import type { Stage } from "../core/context.js";
 import type { Services } from "../core/services.js";
 import { createTokenMarks, type LocalMarks, type TokenMarks } from "../tokens/marks.js";
-import type { KeySetFor } from "../tokens/verify.js";
+import { createTokenVerifier, type KeySetFor } from "../tokens/verify.js";
+import type { TokenCaches } from "../tokens/caches.js";
 import { challengesOf, metadataOf } from "../tokens/metadata.js";
 import { OWN_ISSUER_NAME } from "../config/issuers-schema.js";
 import type { OpenConnections } from "../websocket/open-connections.js";
@@ -44,6 +45,8 @@ export interface PipelineDeps {
   readonly keySetFor: KeySetFor;
   /** The open WebSocket connections, across reloads. */
   readonly websockets: OpenConnections;
+  /** The verified tokens and remembered secrets, across reloads that keep what they stand on. */
+  readonly caches: TokenCaches;
 }
 
 /** Builds the ordered stages for one config snapshot. */
@@ -79,14 +82,28 @@ export function buildStages(config: Snapshot, deps: PipelineDeps): readonly Stag
     // gatehouse's own paths: answered here, never forwarded, never counted.
     createHealthStage(config.health, services.lifecycle),
     // The token and revocation endpoints: gatehouse's own paths too, before the allowlist.
-    createTokenEndpointStage(config.tokens, failures, marks, services, deps.tokenBodyMs),
+    createTokenEndpointStage(
+      config.tokens,
+      deps.caches.remembered,
+      failures,
+      marks,
+      services,
+      deps.tokenBodyMs,
+    ),
     // The JWKS and the RFC 8414 and RFC 9728 metadata: public, uncounted, before the allowlist.
     createMetadataStage(config.tokens, metadata),
     // The allowlist: 404 and 405 never reach the limiter.
     createRouteStage(config.routes),
     // 401 and 400 for the bearer token (a revoked one too) come after 404/405 and before anything
     // counts.
-    createAuthenticateStage(config.tokens, failures, marks, services, deps.keySetFor, challenges),
+    createAuthenticateStage(
+      config.tokens,
+      createTokenVerifier(config.tokens, deps.keySetFor, deps.caches.verified),
+      failures,
+      marks,
+      services,
+      challenges,
+    ),
     // 403 for a token without the route's scopes: known only once the token is, and before
     // anything counts, so a refused request is neither counted nor forwarded.
     createScopesStage(config.routes, challenges, services.metrics.authFailures),

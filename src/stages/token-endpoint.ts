@@ -20,6 +20,7 @@ import {
 import { createClientAuthenticator } from "../tokens/client-auth.js";
 import { MAX_REVOCATIONS_PER_CLIENT, type TokenMarks } from "../tokens/marks.js";
 import { createTokenVerifier } from "../tokens/verify.js";
+import type { RememberedSecrets } from "../tokens/remembered.js";
 import { createTokenDpop, type TokenDpop } from "../tokens/dpop-grant.js";
 import {
   authenticateClient,
@@ -182,10 +183,11 @@ function asOauthError(error: unknown): Reply {
 /**
  * Serves `POST {tokens.path}` (OAuth 2.0 client credentials, RFC 6749 §4.4; with DPoP, RFC 9449
  * §5) and `POST {tokens.revocation_path}` (RFC 7009): gatehouse's own paths, never forwarded and
- * never counted against the limits.
+ * never counted against the limits. The secrets that match are remembered in `remembered`.
  */
 export function createTokenEndpointStage(
   settings: TokenSettings,
+  remembered: RememberedSecrets,
   failures: FailureLimiter,
   marks: TokenMarks,
   services: Services,
@@ -206,6 +208,7 @@ export function createTokenEndpointStage(
     verifier: createTokenVerifier(settings),
     clients: createClientAuthenticator(
       settings.clients,
+      remembered,
       settings,
       settings.verifyConcurrency,
       services.clock,

@@ -20,6 +20,7 @@ import type { LocalMarks } from "../tokens/marks.js";
 import type { IssuerKeys, IssuerKeySet } from "../tokens/issuer-keys.js";
 import { acceptsClient } from "../tokens/verify.js";
 import { tokenCachesFor, type TokenCaches } from "../tokens/caches.js";
+import type { UntrustedForwarded } from "../http/untrusted-forwarded.js";
 
 /** What one config snapshot runs with. */
 export interface Runtime {
@@ -53,6 +54,8 @@ export interface RuntimeParts {
   readonly issuerKeys: IssuerKeys;
   /** The open WebSocket connections, across reloads. */
   readonly websockets: OpenConnections;
+  /** The peers warned about for forwarding headers they are not trusted to send, across reloads. */
+  readonly untrustedForwarded: UntrustedForwarded;
 }
 
 /** The config store holding the runtime of `first`, building one for each reloaded snapshot. */
@@ -68,6 +71,7 @@ export async function openConfigStore(
     localMarks,
     issuerKeys,
     websockets,
+    untrustedForwarded,
   }: RuntimeParts,
 ): Promise<ConfigStore<Runtime>> {
   const { log, metrics } = services;
@@ -104,6 +108,7 @@ export async function openConfigStore(
         keySetFor: (issuer) => keySets.get(issuer) as IssuerKeySet,
         websockets,
         caches,
+        untrustedForwarded,
       }),
     };
   };

@@ -26,6 +26,7 @@ import type { Services } from "../core/services.js";
 import { createTokenMarks, type LocalMarks, type TokenMarks } from "../tokens/marks.js";
 import { createTokenVerifier, type KeySetFor } from "../tokens/verify.js";
 import type { TokenCaches } from "../tokens/caches.js";
+import type { UntrustedForwarded } from "../http/untrusted-forwarded.js";
 import { challengesOf, metadataOf } from "../tokens/metadata.js";
 import { OWN_ISSUER_NAME } from "../config/issuers-schema.js";
 import type { OpenConnections } from "../websocket/open-connections.js";
@@ -47,6 +48,8 @@ export interface PipelineDeps {
   readonly websockets: OpenConnections;
   /** The verified tokens and remembered secrets, across reloads that keep what they stand on. */
   readonly caches: TokenCaches;
+  /** Forwarding headers from untrusted peers: counted, and each peer warned about once a process. */
+  readonly untrustedForwarded: UntrustedForwarded;
 }
 
 /** Builds the ordered stages for one config snapshot. */
@@ -76,7 +79,7 @@ export function buildStages(config: Snapshot, deps: PipelineDeps): readonly Stag
     // Framing checks (two Host lines) come before anything reads the request.
     createFramingStage(),
     // Who sent it, from the peer and the hops trusted proxies vouch for, once for every stage.
-    createClientStage(config.trustedProxies),
+    createClientStage(config.trustedProxies, deps.untrustedForwarded),
     // The path is canonicalised once; every later stage and the upstream see the same string.
     createCanonicalPathStage(),
     // gatehouse's own paths: answered here, never forwarded, never counted.

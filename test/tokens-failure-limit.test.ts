@@ -1,7 +1,8 @@
 /**
  * Guessing secrets and forging tokens, through real sockets: failed client authentications are
  * limited per client IP (an IPv6 client by its /64), never per client id, which anyone can learn
- * from a token's `sub`; beyond the limit every attempt from that IP, a correct one too, gets 429. Bearer tokens that fail verification count
+ * from a token's `sub`; beyond the limit every attempt from that IP, a correct one too, gets 429
+ * unless the secret is remembered as correct. Bearer tokens that fail verification count
  * against their client IP too; beyond the limit, the IP's tokens that were never verified get 429
  * before any signature check. gatehouse trusts 127.0.0.1 here, so X-Forwarded-For gives each
  * request the client IP wanted.

@@ -126,6 +126,11 @@ async function servedWhileLocked(
 ): Promise<void> {
   t.equal((await tokenRequest(g, SHARED, BETA)).status, 200, "beta's remembered secret: a token");
   t.equal((await basicRequest(g, SHARED, BETA)).status, 200, "with Basic too");
+  const password = await postToken(g.url, {
+    headers: { "x-forwarded-for": SHARED, authorization: basic(BETA.id, BETA.secret) },
+    body: form([["grant_type", "password"]]),
+  });
+  t.equal(password.json.error, "unsupported_grant_type", "and its mistakes get their own answer");
   t.equal((await get(g, SHARED, beta.token)).status, 200, "beta's verified token passes");
   t.equal(upstream.received.at(-1)?.headers["x-client-id"], BETA.id);
   t.equal((await get(g, SHARED, beta.unused)).status, 429, "a token never verified: 429");

@@ -310,9 +310,9 @@ function recalled(endpoint: Endpoint, credentials: Credentials): boolean {
   return "secret" in credentials && endpoint.clients.recall(credentials.id, credentials.secret);
 }
 
-// What a locked address's request whose body named no credentials to check gets instead of its
-// answer: 429, as it would have before its body was read; a body too large or too slow keeps its
-// answer, which closes the connection.
+// Whether a locked address's request, whose body named no credentials to check and whose Basic
+// secret is not remembered, gets 429 instead of its answer, as it would have before its body was
+// read; a body too large or too slow keeps its answer, which closes the connection.
 function refusedWhenLocked(endpoint: Endpoint, received: Reply | typeof HANDLED): boolean {
   return received !== HANDLED && received !== TOO_LARGE && received !== endpoint.bodyTimeout;
 }
@@ -374,7 +374,7 @@ export async function authenticateClient(
   if (basic === "malformed") return fail(endpoint, ctx, "malformed_credentials", INVALID_CLIENT);
   const received = await receiveCredentials(endpoint, ctx, basic, check);
   if (received === HANDLED || !("credentials" in received)) {
-    if (locked !== undefined && refusedWhenLocked(endpoint, received)) {
+    if (locked !== undefined && !known && refusedWhenLocked(endpoint, received)) {
       return fail(endpoint, ctx, "rate_limited", locked);
     }
     if (received === INVALID_CLIENT) return fail(endpoint, ctx, "no_credentials", received);

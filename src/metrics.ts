@@ -39,6 +39,8 @@ export interface Metrics {
   readonly bearerTokensVerified: Counter<"issuer">;
   /** Request headers not forwarded for a `_` in their name, by reason (underscore, alias). */
   readonly requestHeadersDropped: Counter<"reason">;
+  /** Requests with X-Forwarded-For or Forwarded from a peer not in `trusted_proxies`. */
+  readonly untrustedForwarded: Counter;
   /** Spans that could not be exported: the queue was full, or their export failed or timed out. */
   readonly traceSpansDropped: Counter;
   /** Forwarded requests the upstream failed (answered 502 or 504, or cut mid-answer), by reason. */
@@ -105,11 +107,19 @@ function issuerMetrics(
   };
 }
 
-/** What gatehouse chose not to pass on: request headers, and spans it could not export. */
+/**
+ * What gatehouse chose not to believe or pass on: forwarding headers from a peer it does not
+ * trust, request headers, and spans it could not export.
+ */
 function droppedMetrics(
   registry: Registry,
-): Pick<Metrics, "requestHeadersDropped" | "traceSpansDropped"> {
+): Pick<Metrics, "untrustedForwarded" | "requestHeadersDropped" | "traceSpansDropped"> {
   return {
+    untrustedForwarded: new Counter({
+      name: "gatehouse_untrusted_forwarded_total",
+      help: "Requests carrying X-Forwarded-For or Forwarded from a peer not in trusted_proxies, whose hops were not believed (the first 10000 such peers are each named once in the log).",
+      registers: [registry],
+    }),
     requestHeadersDropped: new Counter({
       name: "gatehouse_request_headers_dropped_total",
       help: "Request headers not forwarded for a _ in their name: underscore (upstream.underscore_headers: drop), alias (kept, but it would read as a header gatehouse owns).",

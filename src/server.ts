@@ -34,6 +34,7 @@ import {
   type ConfigSource,
   type RuntimeParts,
 } from "./lifecycle/runtime.js";
+import { createUntrustedForwarded } from "./http/untrusted-forwarded.js";
 
 export type { ClientTimeouts };
 
@@ -128,6 +129,7 @@ export async function startGatehouse(options: StartOptions): Promise<Gatehouse> 
     localMarks,
     issuerKeys: createIssuerKeys(services),
     websockets,
+    untrustedForwarded: createUntrustedForwarded(log, metrics.untrustedForwarded),
   };
   const store = await openConfigStore(first, source, parts);
   const entry = createEntry(

@@ -276,6 +276,7 @@ t.test(
 const compose = parse(await readFile("deploy/compose/docker-compose.yaml", "utf8")) as {
   services: Record<string, Json & { volumes?: string[]; secrets?: string[]; image?: string }>;
   secrets: Record<string, { file: string }>;
+  networks?: { default?: { ipam?: { config?: Array<{ subnet?: string }> } } };
 };
 const gatehouseServices = Object.entries(compose.services).filter(
   ([, service]) => service.build !== undefined,
@@ -388,6 +389,23 @@ t.test("compose: the key is written with mode 0600, owned by the image's user", 
   t.match(again.stderr, /already exists; keygen never overwrites/);
   t.equal(readFileSync(join(dir, basename(out)), "utf8"), pem, "and the key is kept");
 });
+
+// Behind an ingress or a balancer every client is the proxy's address unless the proxy is trusted:
+// each example trusts where its proxy connects from, and the manual says where that comes from.
+t.test(
+  "the examples trust their proxies: the pod range, the compose network's subnet",
+  async (t) => {
+    const subnets = (compose.networks?.default?.ipam?.config ?? []).map((entry) => entry.subnet);
+    t.equal(subnets.length, 1, "the compose network has one fixed subnet");
+    t.strictSame(composeConfig.file.trusted_proxies, subnets, "and its config trusts it");
+    t.equal(kubeConfig.trusted_proxies.length, 1, "the ConfigMap trusts one range");
+    const manual = section(readManual("docs/deploying.md"), "Client addresses behind a proxy");
+    for (const range of [...subnets, ...kubeConfig.trusted_proxies]) {
+      t.ok(manual.includes(`\`${range}\``), `docs/deploying.md names ${range}`);
+    }
+    t.match(manual, /podCIDR/, "and how to find a cluster's pod range");
+  },
+);
 
 // What a CI job can run on the examples without their secrets: the variables (REPORTING_APP_SECRET)
 // and the mounted key exist only where they are deployed, and check --no-env does not ask for them.

@@ -60,11 +60,21 @@ t.test("refused proofs at the token endpoint count against the address", async (
   const large = await tokenProof(g, nonce, { pad: "p".repeat(6200) });
   t.equal(json(await tokenRequest(g, ip, large)).error_description, PROOF_RULES.too_large);
 
-  const good = await tokenProof(g, nonce);
-  const limited = await tokenRequest(g, ip, good);
-  t.equal(limited.status, 429, "three refusals: a good proof from that address is limited");
+  const guess = { ...APP, secret: "a-guess-at-the-reporting-secret" };
+  const limited = await dpopTokenRequest(g.url, guess, await tokenProof(g, nonce), {
+    "x-forwarded-for": ip,
+  });
+  t.equal(
+    limited.status,
+    429,
+    "three refusals: a secret not remembered from that address is limited",
+  );
   t.equal(json(limited).error, "rate_limited");
-  const elsewhere = await tokenRequest(g, "198.51.100.8", good);
+  // APP's secret matched with the first request: remembered, it is no guess, and its client's
+  // proof is checked (docs/dpop.md).
+  const served = await tokenRequest(g, ip, await tokenProof(g, nonce));
+  t.equal(json(served).token_type, "DPoP", "the remembered secret with a good proof is served");
+  const elsewhere = await tokenRequest(g, "198.51.100.8", await tokenProof(g, nonce));
   t.equal(elsewhere.status, 200, "another address is served");
   t.equal(json(elsewhere).token_type, "DPoP");
 });

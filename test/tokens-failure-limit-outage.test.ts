@@ -12,7 +12,14 @@ import { configFor, startTestGatehouse, type TestGatehouse } from "./helpers/gat
 import { metric } from "./helpers/metrics.js";
 import { connected } from "./helpers/redis-gatehouse.js";
 import { startTestRedis } from "./helpers/redis.js";
-import { clientsYaml, form, obtainToken, postToken, type TestClient } from "./helpers/tokens.js";
+import {
+  clientsYaml,
+  forged,
+  form,
+  obtainToken,
+  postToken,
+  type TestClient,
+} from "./helpers/tokens.js";
 import { startUpstream } from "./helpers/upstream.js";
 
 const APP: TestClient = { id: "reporting-app", secret: "a-secret-for-the-outage-tests-0123" };
@@ -68,12 +75,6 @@ const attempt = (g: TestGatehouse, ip: string, secret = APP.secret) =>
     ]),
   });
 
-// A token whose signature does not verify: one character of the signature changed.
-function forged(token: string): string {
-  const at = token.lastIndexOf(".") + 2;
-  return `${token.slice(0, at)}${token[at] === "A" ? "B" : "A"}${token.slice(at + 1)}`;
-}
-
 const bearer = (g: TestGatehouse, ip: string, token: string) =>
   send(`${g.url}/v1/items`, {
     headers: { "x-forwarded-for": ip, authorization: `Bearer ${token}` },
@@ -85,7 +86,8 @@ t.test("local: failures are counted in this process, and tokens are issued", asy
   for (let i = 1; i <= 3; i++) {
     t.equal((await attempt(g, "192.0.2.2", `guess-${i}`)).status, 401, `failure ${i}`);
   }
-  const refused = await attempt(g, "192.0.2.2");
+  // A secret remembered as correct is no guess and would pass: a 4th guess finds the limit.
+  const refused = await attempt(g, "192.0.2.2", "guess-4");
   t.equal(refused.status, 429, "beyond the limit, counted in memory: 429");
   t.equal(refused.json.error, "rate_limited");
   t.equal((await attempt(g, "192.0.2.3")).status, 200, "another address: a token");

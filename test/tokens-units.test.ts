@@ -27,7 +27,7 @@ import {
   parseSecretHash,
   verifySecret,
 } from "../src/tokens/secrets.js";
-import { createTokenVerifier, TokenRejected } from "../src/tokens/verify.js";
+import { createTokenVerifier, createVerifiedCache, TokenRejected } from "../src/tokens/verify.js";
 
 t.test("secret_hash: hash, parse and verify", async (t) => {
   const text = await hashSecret("s3cret value");
@@ -179,7 +179,6 @@ async function settings(): Promise<TokenSettings> {
     clients: {
       secrets: new Map(),
       dummy: dummyRecord(),
-      remembered: createRememberedSecrets(60_000),
       assertionKeys: new Map(),
       ids: new Set(),
     },
@@ -197,6 +196,7 @@ async function settings(): Promise<TokenSettings> {
       nonces: undefined,
       requiredClients: new Set(),
     },
+    trust: "",
   };
 }
 
@@ -205,7 +205,7 @@ const NO_GRANT: Grant = { scope: undefined, audience: "upstream" };
 t.test("the verified-token cache: until exp plus the tolerance, bounded, oldest out", async (t) => {
   const config = await settings();
   const now = Date.UTC(2026, 0, 1);
-  const verifier = createTokenVerifier(config, undefined, 2);
+  const verifier = createTokenVerifier(config, undefined, createVerifiedCache(2));
   const [a, b, c] = await Promise.all(
     ["a", "b", "c"].map(async (id) => (await issueToken(config, id, now, NO_GRANT)).token),
   );

@@ -19,6 +19,8 @@ import type { SpanExport } from "../tracing/span-export.js";
 import type { LocalMarks } from "../tokens/marks.js";
 import type { IssuerKeys, IssuerKeySet } from "../tokens/issuer-keys.js";
 import { acceptsClient } from "../tokens/verify.js";
+import { tokenCachesFor, type TokenCaches } from "../tokens/caches.js";
+import type { UntrustedForwarded } from "../http/untrusted-forwarded.js";
 
 /** What one config snapshot runs with. */
 export interface Runtime {
@@ -28,6 +30,8 @@ export interface Runtime {
   readonly limiterStore: CounterStore;
   /** Where its requests' spans go; undefined while tracing exports nothing. */
   readonly spans: SpanExport | undefined;
+  /** Its verified tokens and remembered secrets: the previous runtime's while they still hold. */
+  readonly caches: TokenCaches;
 }
 
 /** Where the config is read from, and what every snapshot is built with. */
@@ -50,6 +54,8 @@ export interface RuntimeParts {
   readonly issuerKeys: IssuerKeys;
   /** The open WebSocket connections, across reloads. */
   readonly websockets: OpenConnections;
+  /** The peers warned about for forwarding headers they are not trusted to send, across reloads. */
+  readonly untrustedForwarded: UntrustedForwarded;
 }
 
 /** The config store holding the runtime of `first`, building one for each reloaded snapshot. */
@@ -65,11 +71,12 @@ export async function openConfigStore(
     localMarks,
     issuerKeys,
     websockets,
+    untrustedForwarded,
   }: RuntimeParts,
 ): Promise<ConfigStore<Runtime>> {
   const { log, metrics } = services;
   const warn = createWarnOnce(log);
-  const prepare = async (config: Snapshot): Promise<Runtime> => {
+  const prepare = async (config: Snapshot, previous?: Runtime): Promise<Runtime> => {
     if (config.tokens.ephemeralKey) {
       warn(
         "no signing key configured (tokens.signing): tokens are signed with a key generated at start; they die with the process and are not shared between replicas",
@@ -83,11 +90,15 @@ export async function openConfigStore(
     const keySets = new Map(
       config.tokens.trustedIssuers.map((issuer) => [issuer, issuerKeys.setFor(issuer)]),
     );
+    // Kept by a reload that changes no key, issuer or client: clients behind an address over the
+    // failure limit are then not refused because the configuration changed something else.
+    const caches = tokenCachesFor(config.tokens, previous?.caches);
     return {
       config,
       forwarder,
       limiterStore,
       spans,
+      caches,
       stages: buildStages(config, {
         services,
         forwarder,
@@ -96,6 +107,8 @@ export async function openConfigStore(
         localMarks,
         keySetFor: (issuer) => keySets.get(issuer) as IssuerKeySet,
         websockets,
+        caches,
+        untrustedForwarded,
       }),
     };
   };

@@ -3,12 +3,7 @@ import type { FailureDecision, FailureLimiter } from "../limits/failures.js";
 import { tooManyRequests } from "../limits/headers.js";
 import { errorReply, type Reply, type RequestContext, type Stage } from "../core/context.js";
 import type { Services } from "../core/services.js";
-import {
-  createTokenVerifier,
-  TokenRejected,
-  type KeySetFor,
-  type VerifiedToken,
-} from "../tokens/verify.js";
+import { TokenRejected, type TokenVerifier, type VerifiedToken } from "../tokens/verify.js";
 import { KeysUnavailable } from "../tokens/provider-tokens.js";
 import { OWN_ISSUER_NAME } from "../config/issuers-schema.js";
 import type { TokenMarks } from "../tokens/marks.js";
@@ -212,8 +207,8 @@ function keyBinding(
 
 /**
  * Requires a valid access token on `auth: bearer` routes (RFC 6750), gatehouse's own or a trusted
- * issuer's (its keys from `keySetFor`), and records its client, issuer and scopes in `ctx`. A
- * token verified before answers from the cache, without a signature check. A token that fails
+ * issuer's, by `verifier`, and records its client, issuer and scopes in `ctx`. A token verified
+ * before answers from the verifier's cache, without a signature check. A token that fails
  * verification, other than by expiring, naming an unknown key or an unlisted or taken client, counts
  * against its client IP in `failures`; beyond the limit, the IP's tokens that are not in the cache
  * are refused without a check. A revoked token (RFC 7009, by its `jti` in `marks`) is refused.
@@ -223,15 +218,14 @@ function keyBinding(
  */
 export function createAuthenticateStage(
   settings: TokenSettings,
+  verifier: TokenVerifier,
   failures: FailureLimiter,
   marks: TokenMarks,
   services: Services,
-  keySetFor: KeySetFor,
   challenges: Challenges,
 ): Stage {
   const missing = missingAnswers(challenges);
   const invalid = invalidTokenAnswers(challenges);
-  const verifier = createTokenVerifier(settings, keySetFor);
 
   const refusing = refusals(settings, failures, services);
   const { refuse, refuseCounted, overLimit } = refusing;

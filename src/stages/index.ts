@@ -25,7 +25,9 @@ import type { Forwarder } from "../upstream/forwarder.js";
 import type { Stage } from "../core/context.js";
 import type { Services } from "../core/services.js";
 import { createTokenMarks, type LocalMarks, type TokenMarks } from "../tokens/marks.js";
-import type { KeySetFor } from "../tokens/verify.js";
+import { createTokenVerifier, type KeySetFor } from "../tokens/verify.js";
+import type { TokenCaches } from "../tokens/caches.js";
+import type { UntrustedForwarded } from "../http/untrusted-forwarded.js";
 import { challengesOf, metadataOf } from "../tokens/metadata.js";
 import { OWN_ISSUER_NAME } from "../config/issuers-schema.js";
 import type { OpenConnections } from "../websocket/open-connections.js";
@@ -45,6 +47,10 @@ export interface PipelineDeps {
   readonly keySetFor: KeySetFor;
   /** The open WebSocket connections, across reloads. */
   readonly websockets: OpenConnections;
+  /** The verified tokens and remembered secrets, across reloads that keep what they stand on. */
+  readonly caches: TokenCaches;
+  /** Forwarding headers from untrusted peers: counted, and each peer warned about once a process. */
+  readonly untrustedForwarded: UntrustedForwarded;
 }
 
 /** Builds the ordered stages for one config snapshot. */
@@ -74,13 +80,20 @@ export function buildStages(config: Snapshot, deps: PipelineDeps): readonly Stag
     // Framing checks (two Host lines) come before anything reads the request.
     createFramingStage(),
     // Who sent it, from the peer and the hops trusted proxies vouch for, once for every stage.
-    createClientStage(config.trustedProxies),
+    createClientStage(config.trustedProxies, deps.untrustedForwarded),
     // The path is canonicalised once; every later stage and the upstream see the same string.
     createCanonicalPathStage(),
     // gatehouse's own paths: answered here, never forwarded, never counted.
     createHealthStage(config.health, services.lifecycle),
     // The token and revocation endpoints: gatehouse's own paths too, before the allowlist.
-    createTokenEndpointStage(config.tokens, failures, marks, services, deps.tokenBodyMs),
+    createTokenEndpointStage(
+      config.tokens,
+      deps.caches.remembered,
+      failures,
+      marks,
+      services,
+      deps.tokenBodyMs,
+    ),
     // The JWKS and the RFC 8414 and RFC 9728 metadata: public, uncounted, before the allowlist.
     createMetadataStage(config.tokens, metadata),
     // The allowlist: 404 and 405 never reach the limiter.
@@ -89,7 +102,14 @@ export function buildStages(config: Snapshot, deps: PipelineDeps): readonly Stag
     createOriginsStage(),
     // 401 and 400 for the bearer token (a revoked one too) come after 404/405 and before anything
     // counts.
-    createAuthenticateStage(config.tokens, failures, marks, services, deps.keySetFor, challenges),
+    createAuthenticateStage(
+      config.tokens,
+      createTokenVerifier(config.tokens, deps.keySetFor, deps.caches.verified),
+      failures,
+      marks,
+      services,
+      challenges,
+    ),
     // 403 for a token without the route's scopes: known only once the token is, and before
     // anything counts, so a refused request is neither counted nor forwarded.
     createScopesStage(config.routes, challenges, services.metrics.authFailures),

@@ -12,14 +12,18 @@ import {
 import type { Services } from "../core/services.js";
 import { issueToken } from "../tokens/issue.js";
 import { grantFor, type ClientGrants } from "../tokens/grants.js";
-import { queryHasCredentials } from "../tokens/request.js";
+import {
+  headerCredentials,
+  queryHasCredentials,
+  type HeaderCredentials,
+} from "../tokens/request.js";
 import { createClientAuthenticator } from "../tokens/client-auth.js";
 import { MAX_REVOCATIONS_PER_CLIENT, type TokenMarks } from "../tokens/marks.js";
 import { createTokenVerifier } from "../tokens/verify.js";
+import type { RememberedSecrets } from "../tokens/remembered.js";
 import { createTokenDpop, type TokenDpop } from "../tokens/dpop-grant.js";
 import {
   authenticateClient,
-  headerCredentials,
   LIMITS_UNAVAILABLE,
   MAX_TOKEN_BODY_BYTES,
   NO_STORE,
@@ -30,7 +34,6 @@ import {
   type Authenticated,
   type Endpoint,
   type FieldCheck,
-  type HeaderCredentials,
 } from "../tokens/authenticate-client.js";
 
 const WRONG_METHOD = oauthError(405, "method_not_allowed", "the token endpoint accepts POST only", {
@@ -180,10 +183,11 @@ function asOauthError(error: unknown): Reply {
 /**
  * Serves `POST {tokens.path}` (OAuth 2.0 client credentials, RFC 6749 §4.4; with DPoP, RFC 9449
  * §5) and `POST {tokens.revocation_path}` (RFC 7009): gatehouse's own paths, never forwarded and
- * never counted against the limits.
+ * never counted against the limits. The secrets that match are remembered in `remembered`.
  */
 export function createTokenEndpointStage(
   settings: TokenSettings,
+  remembered: RememberedSecrets,
   failures: FailureLimiter,
   marks: TokenMarks,
   services: Services,
@@ -204,6 +208,7 @@ export function createTokenEndpointStage(
     verifier: createTokenVerifier(settings),
     clients: createClientAuthenticator(
       settings.clients,
+      remembered,
       settings,
       settings.verifyConcurrency,
       services.clock,

@@ -4,10 +4,8 @@
  * body, or a client assertion: RFC 7523 §2.2), the credentials checked within the verification
  * bound, and every failure counted against the client's address (`tokens.failure_limit`).
  */
-import type { IncomingMessage } from "node:http";
 import type { ErrorCode } from "../http/error-codes.js";
 import { GatehouseError } from "../http/errors.js";
-import { fieldLines } from "../http/field-lines.js";
 import type { AttemptDecision, FailureDecision, FailureLimiter } from "../limits/failures.js";
 import { HANDLED, type Reply, type RequestContext } from "../core/context.js";
 import type { Services } from "../core/services.js";
@@ -17,10 +15,10 @@ import type { TokenMarks } from "./marks.js";
 import { readBody } from "./read-body.js";
 import {
   bodyType,
-  parseBasicCredentials,
   parseTokenBody,
   type AssertionCredentials,
   type ClientCredentials,
+  type HeaderCredentials,
   type TokenRequestFields,
 } from "./request.js";
 import type { TokenSettings } from "./settings.js";
@@ -112,21 +110,6 @@ function rateLimited(decision: FailureDecision): Reply {
     `too many failed client authentications; retry after ${decision.retryAfterSeconds} seconds`,
     { "retry-after": String(decision.retryAfterSeconds) },
   );
-}
-
-/** What the Authorization header holds for the token endpoint. */
-export type HeaderCredentials = ClientCredentials | undefined | "malformed" | "repeated";
-
-/** Basic credentials from the Authorization header, undefined without one, or why not. */
-export function headerCredentials(req: IncomingMessage): HeaderCredentials {
-  const lines = fieldLines(req.rawHeaders, "authorization");
-  if (lines === 0) return undefined;
-  if (lines > 1) return "repeated";
-  const value = req.headers.authorization ?? "";
-  const space = value.indexOf(" ");
-  // RFC 9110 §11.1: the scheme is case-insensitive. Any other scheme is an unsupported method.
-  if (space === -1 || value.slice(0, space).toLowerCase() !== "basic") return "malformed";
-  return parseBasicCredentials(value.slice(space + 1).trim()) ?? "malformed";
 }
 
 /** What a request authenticates with: a secret or an assertion. */
@@ -322,6 +305,18 @@ async function checkCredentials(endpoint: Endpoint, credentials: Credentials): P
   return { reason, reply: INVALID_CLIENT, client: listed ? credentials.id : undefined };
 }
 
+// Whether `credentials` are a secret that matched before (counted as `remembered`).
+function recalled(endpoint: Endpoint, credentials: Credentials): boolean {
+  return "secret" in credentials && endpoint.clients.recall(credentials.id, credentials.secret);
+}
+
+// Whether a locked address's request, whose body named no credentials to check and whose Basic
+// secret is not remembered, gets 429 instead of its answer, as it would have before its body was
+// read; a body too large or too slow keeps its answer, which closes the connection.
+function refusedWhenLocked(endpoint: Endpoint, received: Reply | typeof HANDLED): boolean {
+  return received !== HANDLED && received !== TOO_LARGE && received !== endpoint.bodyTimeout;
+}
+
 /**
  * Counts an attempt from the request's address: allowed, or the answer. While the attempts in
  * flight from the address hold the rest of its budget, it waits for them to settle (a secret
@@ -339,9 +334,7 @@ async function countAttempt(
   for (;;) {
     // A secret that matched before is no guess: it is not counted, so a client's concurrent token
     // requests from one address never count against that address's failure limit.
-    if ("secret" in credentials && endpoint.clients.recall(credentials.id, credentials.secret)) {
-      return "remembered";
-    }
+    if (recalled(endpoint, credentials)) return "remembered";
     const decision = await limiterCall(endpoint, failures.attempt(ip));
     if (decision.allowed) return decision;
     if (!decision.crowded) {
@@ -370,16 +363,27 @@ export async function authenticateClient(
   // Beyond the limit every attempt from the address is refused, a malformed one too
   // (RFC 6749 §2.3.1); attempts are counted per address only, so naming a client locks no one out.
   const early = await limiterCall(endpoint, failures.peek(ctx.client.address));
-  if (!early.allowed) return fail(endpoint, ctx, "rate_limited", rateLimited(early));
+  const locked = early.allowed ? undefined : rateLimited(early);
+  // Except a secret remembered as correct: no guess, and no work the limit is there to bound, so
+  // the other failures of an address that many clients share never refuse it. A Basic secret is
+  // known now; a secret in the body once the body is read.
+  const known = locked !== undefined && typeof basic === "object" && recalled(endpoint, basic);
+  if (locked !== undefined && basic !== undefined && !known) {
+    return fail(endpoint, ctx, "rate_limited", locked);
+  }
   if (basic === "malformed") return fail(endpoint, ctx, "malformed_credentials", INVALID_CLIENT);
   const received = await receiveCredentials(endpoint, ctx, basic, check);
   if (received === HANDLED || !("credentials" in received)) {
+    if (locked !== undefined && !known && refusedWhenLocked(endpoint, received)) {
+      return fail(endpoint, ctx, "rate_limited", locked);
+    }
     if (received === INVALID_CLIENT) return fail(endpoint, ctx, "no_credentials", received);
     if (received === OTHER_ASSERTION_TYPE) return fail(endpoint, ctx, "assertion_type", received);
     return received;
   }
   const { credentials, fields } = received;
-  const decision = await countAttempt(endpoint, ctx, credentials);
+  // From a locked address, anything but a remembered secret finds the limit here and gets 429.
+  const decision = known ? "remembered" : await countAttempt(endpoint, ctx, credentials);
   if (decision === "remembered") {
     ctx.clientId = (credentials as ClientCredentials).id;
     return { clientId: ctx.clientId, fields };

@@ -7,6 +7,7 @@
  */
 import type { Clock } from "../clock.js";
 import type { Metrics } from "../metrics.js";
+import type { RememberedSecrets } from "./remembered.js";
 import { verifySecret } from "./secrets.js";
 import type { ClientRegistry } from "./settings.js";
 import { BUSY, createWorkBound } from "./work-bound.js";
@@ -44,11 +45,13 @@ export interface ClientAuthenticator {
 }
 
 /**
- * An authenticator over `registry`, running at most `concurrency` verifications (scrypt or a
- * signature) at once; `clock` times the wait and the memo's entries.
+ * An authenticator over `registry`, remembering the secrets that match in `remembered`, running at
+ * most `concurrency` verifications (scrypt or a signature) at once; `clock` times the wait and the
+ * memo's entries.
  */
 export function createClientAuthenticator(
   registry: ClientRegistry,
+  remembered: RememberedSecrets,
   assertions: AssertionSettings,
   concurrency: number,
   clock: Clock,
@@ -66,8 +69,7 @@ export function createClientAuthenticator(
   return {
     recall(clientId, secret) {
       const known =
-        registry.secrets.has(clientId) &&
-        registry.remembered.knows(clientId, secret, clock.monotonic());
+        registry.secrets.has(clientId) && remembered.knows(clientId, secret, clock.monotonic());
       if (known) counted("remembered");
       return known;
     },
@@ -80,7 +82,7 @@ export function createClientAuthenticator(
       }
       counted(matches ? "match" : "mismatch");
       if (record === undefined || !matches) return "refused";
-      registry.remembered.remember(clientId, secret, clock.monotonic());
+      remembered.remember(clientId, secret, clock.monotonic());
       return "accepted";
     },
     async checkAssertion(assertion, nowMs) {

@@ -6,8 +6,8 @@
  * guesses. One digest per client id:
  * only a secret that matched the stored hash is remembered, and a client has one secret, so what
  * is kept is bounded by the configured clients whatever an attacker sends. An entry is forgotten
- * `ttlMs` after it was remembered; the whole memo belongs to one compiled client registry, so a
- * config change (a new `secret_hash`) starts from nothing.
+ * `ttlMs` after it was remembered; the whole memo belongs to one set of clients and their secrets
+ * (caches.ts), so a config change to them (a new `secret_hash`) starts from nothing.
  */
 import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 

@@ -3,7 +3,9 @@
  * Pure functions; every refusal is a GatehouseError with an RFC 6749 §5.2 code and a fixed
  * description, never one that echoes the client's input.
  */
+import type { IncomingMessage } from "node:http";
 import { GatehouseError } from "../http/errors.js";
+import { fieldLines } from "../http/field-lines.js";
 import { topLevelNames } from "./json-members.js";
 
 /** Client credentials as presented, before they are checked. */
@@ -208,4 +210,19 @@ export function queryHasCredentials(query: string | null): boolean {
     if (field !== undefined && CREDENTIAL_FIELDS.has(field)) return true;
   }
   return false;
+}
+
+/** What the Authorization header holds for the token endpoint. */
+export type HeaderCredentials = ClientCredentials | undefined | "malformed" | "repeated";
+
+/** Basic credentials from the Authorization header, undefined without one, or why not. */
+export function headerCredentials(req: IncomingMessage): HeaderCredentials {
+  const lines = fieldLines(req.rawHeaders, "authorization");
+  if (lines === 0) return undefined;
+  if (lines > 1) return "repeated";
+  const value = req.headers.authorization ?? "";
+  const space = value.indexOf(" ");
+  // RFC 9110 §11.1: the scheme is case-insensitive. Any other scheme is an unsupported method.
+  if (space === -1 || value.slice(0, space).toLowerCase() !== "basic") return "malformed";
+  return parseBasicCredentials(value.slice(space + 1).trim()) ?? "malformed";
 }

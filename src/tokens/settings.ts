@@ -4,6 +4,7 @@
  * its config path, so it is reported at its line like a schema error.
  */
 import { availableParallelism } from "node:os";
+import { resolve } from "node:path";
 import { durationMs } from "../config/duration.js";
 import { readPem, unsetVariable } from "../config/environment.js";
 import type { FileConfig } from "../config/schema.js";
@@ -27,10 +28,10 @@ import {
   type PlainSecrets,
   type SecretRecord,
 } from "./secrets.js";
-import { createRememberedSecrets, type RememberedSecrets } from "./remembered.js";
 import { compileGrants, type ClientGrants } from "./grants.js";
 import { parseClientKeys, type ClientKeys } from "./client-keys.js";
 import { dpopSettings, type DpopSettings } from "./dpop-settings.js";
+import { trustOf } from "./trust.js";
 
 /** The clients allowed to obtain tokens. */
 export interface ClientRegistry {
@@ -38,8 +39,6 @@ export interface ClientRegistry {
   readonly secrets: ReadonlyMap<string, SecretRecord>;
   /** Checked for an unknown id, so it costs what a wrong secret costs. */
   readonly dummy: SecretRecord;
-  /** Secrets that matched before, forgotten with this registry (a reload starts afresh). */
-  readonly remembered: RememberedSecrets;
   /** private_key_jwt clients' public keys by exact client id (`jwks_file`). */
   readonly assertionKeys: ReadonlyMap<string, ClientKeys>;
   /** Every listed client id, whichever way it authenticates. */
@@ -99,6 +98,11 @@ export interface TokenSettings {
   readonly ownTokens: boolean;
   /** `tokens.dpop`, and the clients that must prove a key at the token endpoint. */
   readonly dpop: DpopSettings;
+  /**
+   * The digest of the keys, issuers and clients (trust.ts): equal, and what was verified or
+   * remembered under one configuration holds under the other.
+   */
+  readonly trust: string;
 }
 
 /** A client `clients` lists for a trusted issuer. */
@@ -213,7 +217,6 @@ async function previousKeys(
 
 async function clientRegistry(
   clients: FileConfig["clients"],
-  ttlMs: number,
   context: TokenBuildContext,
 ): Promise<ClientRegistry> {
   const keyEntries = await Promise.all(
@@ -256,8 +259,6 @@ async function clientRegistry(
   return {
     secrets,
     dummy: dummyRecord(first.done ? DEFAULT_SCRYPT : first.value.params),
-    // A verification is trusted without being repeated no longer than the token it earned lives.
-    remembered: createRememberedSecrets(ttlMs),
     assertionKeys: new Map(keyEntries.filter((entry) => entry !== undefined)),
     ids: new Set(clients.map((client) => client.id)),
   };
@@ -297,11 +298,17 @@ export async function compileTokens(
   const [configured, previous, clients] = await Promise.all([
     currentKey(tokens.signing, context),
     previousKeys(tokens, context),
-    clientRegistry(own, ttlMs, context),
+    clientRegistry(own, context),
   ]);
   // In resource-server-only mode the key signs nothing: it is made only so that the key ring has
   // one, and its absence is not warned about.
   const current = configured ?? (await context.ephemeralKeys.get(tokens.signing.algorithm));
+  const keys = keyRing(current, previous);
+  const jwksFiles = own.flatMap((client) =>
+    client.jwks_file === undefined
+      ? []
+      : [context.read.get(resolve(context.baseDir, client.jwks_file)) ?? ""],
+  );
   return {
     path: tokens.path,
     revocationPath: tokens.revocation_path,
@@ -310,7 +317,7 @@ export async function compileTokens(
     ttlSeconds: Math.ceil(ttlMs / 1000),
     clockToleranceSeconds: durationMs(tokens.clock_tolerance) / 1000,
     assertionMaxLifetimeSeconds: durationMs(tokens.assertion_max_lifetime) / 1000,
-    keys: keyRing(current, previous),
+    keys,
     clients,
     verifyConcurrency: tokens.verify_concurrency ?? availableParallelism(),
     failureLimit: {
@@ -324,5 +331,6 @@ export async function compileTokens(
     trustedIssuers: trustedIssuers(file, new Set([...clients.ids].map((id) => id.toLowerCase()))),
     ownTokens,
     dpop: await dpopSettings(file, current, own, context),
+    trust: trustOf({ file, keys, secrets: clients.secrets, jwksFiles }),
   };
 }

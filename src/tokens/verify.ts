@@ -70,16 +70,47 @@ export function acceptsClient(settings: TokenSettings, issuer: string, clientId:
   return trusted !== undefined && providerClientRefusal(trusted, clientId) === undefined;
 }
 
-/** Creates a verifier with its own cache, for the settings of one snapshot. */
+/** Verified tokens by their text, each until it stops being accepted. */
+export interface VerifiedCache {
+  /** The facts of `token`, verified before and still accepted at `nowMs`, or undefined. */
+  get(token: string, nowMs: number): VerifiedToken | undefined;
+  /** Remembers `token`'s facts; the oldest entry is forgotten first once the cache is full. */
+  set(token: string, entry: VerifiedToken): void;
+}
+
+/** An empty cache of at most `size` tokens. */
+export function createVerifiedCache(size = VERIFIED_CACHE_SIZE): VerifiedCache {
+  // Valid until min(exp, iat + maxTokenAge) plus the tolerance, as jose itself would judge.
+  const verified = new Map<string, VerifiedToken>();
+  return {
+    get(token, nowMs) {
+      const entry = verified.get(token);
+      if (entry === undefined) return undefined;
+      if (nowMs < entry.untilMs) return entry;
+      verified.delete(token);
+      return undefined;
+    },
+    set(token, entry) {
+      if (verified.size >= size) {
+        const oldest = verified.keys().next();
+        if (!oldest.done) verified.delete(oldest.value);
+      }
+      verified.set(token, entry);
+    },
+  };
+}
+
+/**
+ * Creates a verifier for the settings of one snapshot, remembering what it verifies in `cache`
+ * (its own, unless given one that outlives the snapshot: caches.ts).
+ */
 export function createTokenVerifier(
   settings: TokenSettings,
   keySetFor?: KeySetFor,
-  cacheSize = VERIFIED_CACHE_SIZE,
+  cache: VerifiedCache = createVerifiedCache(),
 ): TokenVerifier {
   const { keys, clockToleranceSeconds, ttlSeconds } = settings;
   const algorithms = [keys.alg];
-  // Valid until min(exp, iat + maxTokenAge) plus the tolerance, as jose itself would judge.
-  const verified = new Map<string, VerifiedToken>();
 
   // RFC 8725 §3.10: a key is chosen only by exact kid; jku, x5u and jwk headers are never used.
   const keyFor = (header: JWTHeaderParameters): KeyMaterial => {
@@ -87,14 +118,6 @@ export function createTokenVerifier(
     if (key === undefined) throw new TokenRejected("unknown_kid", "no key has this token's kid");
     return key;
   };
-
-  function remember(token: string, entry: VerifiedToken): void {
-    if (verified.size >= cacheSize) {
-      const oldest = verified.keys().next();
-      if (!oldest.done) verified.delete(oldest.value);
-    }
-    verified.set(token, entry);
-  }
 
   const byIss = new Map(settings.trustedIssuers.map((issuer) => [issuer.issuer, issuer]));
 
@@ -141,19 +164,13 @@ export function createTokenVerifier(
   };
 
   return {
-    cached(token, nowMs) {
-      const entry = verified.get(token);
-      if (entry === undefined) return undefined;
-      if (nowMs < entry.untilMs) return entry;
-      verified.delete(token);
-      return undefined;
-    },
+    cached: (token, nowMs) => cache.get(token, nowMs),
     async verify(token, nowMs) {
       if (!COMPACT_JWS.test(token)) {
         throw new TokenRejected("not_a_jwt", "the token is not a compact JWS");
       }
       const entry = await verifyAny(token, nowMs);
-      remember(token, entry);
+      cache.set(token, entry);
       return entry;
     },
   };

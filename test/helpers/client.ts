@@ -19,6 +19,8 @@ export interface ClientRequest {
   readonly method?: string;
   readonly headers?: OutgoingHttpHeaders;
   readonly body?: Buffer | string | Readable;
+  /** The local address to send from (any of 127.0.0.0/8 on loopback): another client's peer. */
+  readonly localAddress?: string;
 }
 
 /** Sends one request to `url` (no keep-alive) and collects the whole answer. */
@@ -28,6 +30,7 @@ export function send(url: string, options: ClientRequest = {}): Promise<ClientRe
       method: options.method ?? "GET",
       headers: options.headers,
       agent: false,
+      localAddress: options.localAddress,
     });
     req.on("error", reject);
     req.on("response", (res) => {

@@ -92,3 +92,13 @@ export async function obtainToken(
   if (answer.status !== 200) throw new Error(`token request refused: ${answer.status}`);
   return answer.json.access_token as string;
 }
+
+/**
+ * `token` with its signature spoiled: same form and key id, a signature that does not verify (the
+ * costly kind of bad token). A character early in the signature is changed: the last one also
+ * carries padding bits.
+ */
+export function forged(token: string): string {
+  const at = token.lastIndexOf(".") + 2;
+  return `${token.slice(0, at)}${token[at] === "A" ? "B" : "A"}${token.slice(at + 1)}`;
+}

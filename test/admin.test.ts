@@ -144,6 +144,7 @@ t.test("GET /config shows every key of the schema, computed defaults as computed
     dpop: "optional",
     websocket: false,
     token_from: ["header"],
+    origins: null,
   });
   t.strictSame(config.plans, {});
 });

@@ -14,8 +14,7 @@ import { chromium, type Page } from "playwright-core";
 import { ensureDebianPackage } from "./helpers/debian.js";
 import { APP, startTokenFromRig } from "./helpers/token-from.js";
 
-// Installing Chromium on a fresh machine takes minutes; the file's own deadline covers it.
-t.setTimeout(900_000);
+// Installed before the suite runs (test/install-programs.ts) where the machine lacks it.
 const executablePath = ensureDebianPackage("chromium", "chromium");
 
 // The page a user's browser loads: it opens a socket, sends one message and reports what came back.

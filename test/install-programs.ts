@@ -1,0 +1,14 @@
+/**
+ * Run by tap before any test file (its `before` script): installs the programs some tests drive
+ * that npm does not provide, Chromium and promtool, from the Debian archive where the machine lacks
+ * them. Installing Chromium takes minutes on a fresh machine, longer than one test file may run;
+ * the tests themselves then find them on PATH.
+ */
+import { ensureDebianPackage } from "./helpers/debian.js";
+
+for (const [binary, pkg] of [
+  ["chromium", "chromium"],
+  ["promtool", "prometheus"],
+] as const) {
+  console.log(`# ${binary}: ${ensureDebianPackage(binary, pkg)}`);
+}

@@ -84,3 +84,43 @@ export function anchors(markdown: string): Set<string> {
   }
   return result;
 }
+
+/** A fenced code block of the manual. */
+export interface FencedBlock {
+  /** The info string after the opening fence: `sh`, `yaml`, or "" for none. */
+  readonly info: string;
+  /** The lines between the fences, each ending with "\n". */
+  readonly text: string;
+  /**
+   * The text of an HTML comment on the line before the block, or with one blank line between
+   * (`<!-- test: output -->` gives `test: output`): a note for whoever runs the block, which a
+   * reader of the rendered page does not see. Undefined when there is none.
+   */
+  readonly note: string | undefined;
+}
+
+function noteBefore(lines: readonly string[], fence: number): string | undefined {
+  let index = fence - 1;
+  if (lines[index]?.trim() === "") index--;
+  return /^<!--\s*(.*?)\s*-->$/.exec(lines[index]?.trim() ?? "")?.[1];
+}
+
+/** Every fenced code block of `markdown`, in order. */
+export function fencedBlocks(markdown: string): FencedBlock[] {
+  const lines = markdown.split("\n");
+  const blocks: FencedBlock[] = [];
+  let open: { marker: string; info: string; from: number; note: string | undefined } | undefined;
+  lines.forEach((line, index) => {
+    const fence = /^ {0,3}(`{3,}|~{3,})\s*(.*)$/.exec(line);
+    if (fence === null) return;
+    const [, marker = "", info = ""] = fence;
+    if (open === undefined) {
+      open = { marker, info: info.trim(), from: index + 1, note: noteBefore(lines, index) };
+    } else if (marker.startsWith(open.marker) && info.trim() === "") {
+      const text = lines.slice(open.from, index).map((text) => `${text}\n`);
+      blocks.push({ info: open.info, text: text.join(""), note: open.note });
+      open = undefined;
+    }
+  });
+  return blocks;
+}

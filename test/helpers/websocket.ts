@@ -1,5 +1,5 @@
 /** A WebSocket upstream and client of the `ws` package, for tests through real sockets. */
-import { createServer, type IncomingMessage, type Server } from "node:http";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { WebSocket, WebSocketServer, type RawData } from "ws";
 import { eventually } from "./client.js";
@@ -17,16 +17,21 @@ export interface WsUpstream {
   close(): Promise<void>;
 }
 
-/** An echoing WebSocket upstream (`options` go to WebSocketServer). */
+/**
+ * An echoing WebSocket upstream (`options` go to WebSocketServer); `answer` answers the plain
+ * requests, by default with `plain` and the request's `Upgrade`.
+ */
 export async function startWsUpstream(
   options: ConstructorParameters<typeof WebSocketServer>[0] = {},
+  answer: (req: IncomingMessage, res: ServerResponse) => void = (req, res) =>
+    res.end(`plain ${req.headers.upgrade ?? "-"}`),
 ): Promise<WsUpstream> {
   const handshakes: IncomingMessage[] = [];
   const plain: IncomingMessage[] = [];
   const closes: number[] = [];
   const server = createServer((req, res) => {
     plain.push(req);
-    res.end(`plain ${req.headers.upgrade ?? "-"}`);
+    answer(req, res);
   });
   const wss = new WebSocketServer({ ...options, server });
   wss.on("connection", (ws, req) => {

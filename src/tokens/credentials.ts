@@ -136,17 +136,6 @@ function inCookie(ctx: RequestContext, name: string): Found | undefined {
   return { tokens: taken.values, remove: () => (ctx.tokenCarrier = carrier) };
 }
 
-function foundElsewhere(ctx: RequestContext, sources: TokenSources): Found[] {
-  const found: Found[] = [];
-  const add = (place: Found | undefined): void => {
-    if (place !== undefined) found.push(place);
-  };
-  if (sources.query) add(inQuery(ctx));
-  if (sources.subprotocol) add(inSubprotocol(ctx));
-  if (sources.cookie !== undefined) add(inCookie(ctx, sources.cookie));
-  return found;
-}
-
 /**
  * The request's one token from the places `sources` names, or why there is none to verify. More
  * than one token, in one place or several, is a malformed request (RFC 6750 §2: a client uses one
@@ -155,8 +144,14 @@ function foundElsewhere(ctx: RequestContext, sources: TokenSources): Found[] {
 export function readCredentials(ctx: RequestContext, sources: TokenSources): Credentials {
   const header = sources.header ? headerToken(ctx) : NO_CREDENTIALS;
   if (typeof header === "object") return header;
-  const found = foundElsewhere(ctx, sources);
-  if (found.length === 0) return checkedToken(header, ctx, sources);
+  const query = sources.query ? inQuery(ctx) : undefined;
+  const protocol = sources.subprotocol ? inSubprotocol(ctx) : undefined;
+  const cookie = sources.cookie === undefined ? undefined : inCookie(ctx, sources.cookie);
+  // Most requests carry their token in the header alone: nothing else to gather.
+  if (query === undefined && protocol === undefined && cookie === undefined) {
+    return checkedToken(header, ctx, sources);
+  }
+  const found = [query, protocol, cookie].filter((place) => place !== undefined);
   const tokens = found.flatMap((place) => place.tokens);
   if (tokens.length + (header === NO_CREDENTIALS ? 0 : 1) > 1) return TWO_TOKENS;
   for (const place of found) place.remove();

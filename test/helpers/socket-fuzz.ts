@@ -40,14 +40,16 @@ export const ROUTES_YAML = `routes:
   - path: ${ROUTES.websocket}/**
     methods: [GET]
     websocket: true
+    token_from: [header, query, subprotocol]
   - path: ${ROUTES["open-websocket"]}/**
     methods: [GET]
     auth: none
     websocket: true
 `;
 
-/** What a request presents: a good token of either kind, a bad one, or none. */
-export type Credential = "none" | "bearer" | "dpop" | "dpop-without-proof" | "tampered" | "garbage";
+/** What a request presents: a good token of either kind (in a subprotocol too), a bad one, or none. */
+export type Credential =
+  "none" | "bearer" | "subprotocol" | "dpop" | "dpop-without-proof" | "tampered" | "garbage";
 
 /** The `Upgrade` a request carries, a WebSocket handshake's fields with it where it names one. */
 export type UpgradeKind = "none" | "websocket" | "websocket-without-key" | "h2c" | "websocket, h2c";
@@ -141,6 +143,7 @@ const requestArb: fc.Arbitrary<RequestSpec> = fc.record({
   credential: weighted<Credential>(
     [3, "none"],
     [4, "bearer"],
+    [1, "subprotocol"],
     [3, "dpop"],
     [1, "dpop-without-proof"],
     [2, "tampered"],
@@ -242,6 +245,9 @@ async function authorization(
       return "";
     case "bearer":
       return `Authorization: Bearer ${bearer}\r\n`;
+    // As a browser sends it, beside a protocol of its own; read on the WebSocket route only.
+    case "subprotocol":
+      return `Sec-WebSocket-Protocol: bearer.${bearer}, chat\r\n`;
     case "dpop": {
       const signed = await proof(key, {
         htm: spec.method,

@@ -453,9 +453,17 @@ t.test(
     const envFile = join("deploy/compose", envFiles[0] as string);
     t.equal(spawnSync("git", ["check-ignore", "-q", envFile]).status, 0, `${envFile} is ignored`);
     const deploying = readManual("docs/deploying.md");
-    const line = deploying.split("\n").find((l) => l.endsWith(`> ${envFile}`)) ?? "";
+    const line = deploying.split("\n").find((l) => l.includes(`> ${envFile}`)) ?? "";
     t.match(line, new RegExp(`${name}=`), "docs/deploying.md's command writes the token into it");
     t.match(line, /REPORTING_APP_SECRET=/, "and the client secret");
+    const composeText = await readFile("deploy/compose/docker-compose.yaml", "utf8");
+    t.ok(composeText.includes(`#   ${line}\n`), "the compose file shows the same command");
+    // Run here as written, into a temporary folder: the secrets are readable by their owner only.
+    const dir = await mkdtemp(join(tmpdir(), "gatehouse-compose-env-"));
+    const local = line.replace(`> ${envFile}`, `> ${join(dir, "gatehouse.env")}`);
+    const made = spawnSync("sh", ["-c", local], { encoding: "utf8" });
+    t.equal(made.status, 0, made.stderr);
+    t.equal(statSync(join(dir, "gatehouse.env")).mode & 0o777, 0o600, "written with mode 0600");
   },
 );
 

@@ -139,6 +139,11 @@ t.test("a request carrying more than one token is 400 invalid_request", async (t
   }
 });
 
+t.test("an access_token parameter that is not valid percent-encoding is 400", async (t) => {
+  const answer = await send(`${g.url}/feed?access_token=%E0%A4%A`);
+  t.same([answer.status, json(answer).error], [400, "invalid_request"]);
+});
+
 t.test("a route that does not read the query still refuses a token there", async (t) => {
   const answer = await send(`${g.url}/plain?access_token=${token}`, {
     headers: { authorization: `Bearer ${token}` },

@@ -3,6 +3,7 @@
  * occurrence merged into one canonical value that stands where the parameter first appeared; every
  * other byte of the query is forwarded as it came.
  */
+import { formDecode } from "../http/form-decode.js";
 import { lookupRange, type TranslationRules } from "./table.js";
 
 /** What canonicalising a query decided. */
@@ -91,7 +92,8 @@ function canonicaliseAll(query: string, rules: TranslationRules): TranslationDec
       at = kept.length;
       kept.push("");
     }
-    const value = decodeValue(equals < 0 ? "" : part.slice(equals + 1));
+    // Decoded exactly once: `%252C` stays `%2C`, not a comma.
+    const value = formDecode(equals < 0 ? "" : part.slice(equals + 1));
     if (value === undefined) return refused(`${parameter} has a malformed percent-encoding`);
     const problem = collectCodes(value, rules, codes);
     if (problem !== undefined) return problem;
@@ -162,16 +164,6 @@ function decodeName(raw: string): string {
     const code = Number.parseInt(hex, 16);
     return code < 0x80 ? String.fromCharCode(code) : `%${hex}`;
   });
-}
-
-// Values are decoded exactly once (RFC 3986 §2.4): `%252C` stays `%2C`, not a comma.
-function decodeValue(raw: string): string | undefined {
-  if (!raw.includes("%") && !raw.includes("+")) return raw;
-  try {
-    return decodeURIComponent(raw.replaceAll("+", " "));
-  } catch {
-    return undefined;
-  }
 }
 
 // RFC 4647 §2.1: 1*8ALPHA *("-" 1*8alphanum), `_` read as `-` as for Accept-Language; no "*".

@@ -9,6 +9,7 @@ import type { Reply, RequestContext } from "../core/context.js";
 import type { TokenSources } from "../config/token-from-schema.js";
 import { takeCookie } from "../http/cookies.js";
 import { fieldLines } from "../http/field-lines.js";
+import { formDecode } from "../http/form-decode.js";
 import { malformedAnswer } from "./bearer-answers.js";
 
 /** Longest bearer token read; a longer one is refused before any parsing. */
@@ -84,15 +85,6 @@ function isAccessToken(part: string): boolean {
   return part === PARAMETER || part.startsWith(PARAMETER + "=");
 }
 
-// RFC 6750 §2.3: the parameter is application/x-www-form-urlencoded.
-function formDecoded(value: string): string | undefined {
-  try {
-    return decodeURIComponent(value.replaceAll("+", " "));
-  } catch {
-    return undefined;
-  }
-}
-
 /** Tokens found in one place, and how to take them out of what is forwarded. */
 interface Found {
   readonly tokens: readonly (string | undefined)[];
@@ -105,7 +97,8 @@ function inQuery(ctx: RequestContext): Found | undefined {
   const parts = (query as string).split("&");
   const tokens = parts
     .filter(isAccessToken)
-    .map((part) => formDecoded(part.slice(PARAMETER.length + 1)));
+    // RFC 6750 §2.3: the parameter is application/x-www-form-urlencoded.
+    .map((part) => formDecode(part.slice(PARAMETER.length + 1)));
   const rest = parts.filter((part) => !isAccessToken(part)).join("&");
   return { tokens, remove: () => (ctx.query = rest) };
 }

@@ -6,6 +6,7 @@
 import type { IncomingMessage } from "node:http";
 import { GatehouseError } from "../http/errors.js";
 import { fieldLines } from "../http/field-lines.js";
+import { formDecode } from "../http/form-decode.js";
 import { topLevelNames } from "./json-members.js";
 
 /** Client credentials as presented, before they are checked. */
@@ -46,15 +47,6 @@ const textDecoder = new TextDecoder("utf-8", { fatal: true });
 
 function invalidRequest(message: string): GatehouseError {
   return new GatehouseError(400, "invalid_request", message);
-}
-
-// RFC 6749 Appendix B: application/x-www-form-urlencoded, where `+` is a space.
-function formDecode(text: string): string | undefined {
-  try {
-    return decodeURIComponent(text.replace(/\+/g, " "));
-  } catch {
-    return undefined;
-  }
 }
 
 const BASE64 = /^[A-Za-z0-9+/]+={0,2}$/;
